@@ -1,0 +1,259 @@
+// Package offload is the tensor store: the only way model code reaches weight
+// bytes. A Ref names a tensor somewhere in the tiers; Acquire makes it resident
+// and pins it until Release. This issue ships the RAM and mmap tiers; the SSD
+// tier, the ristretto chunk cache, the memory budget and the prefetch policy
+// come later behind the same interface.
+package offload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// Ref names a tensor's bytes. Cheap to copy; safe to keep in model structs.
+type Ref struct {
+	Name   string
+	DType  tensor.DType
+	Shape  []int // outermost first
+	File   int   // index into Options.Files
+	Offset int64 // absolute byte offset in the file
+	Size   int64
+}
+
+// Rows and Cols view the tensor as a matrix (Cols = innermost dimension).
+func (r Ref) Rows() int { return tensor.Info{Shape: r.Shape}.Rows() }
+func (r Ref) Cols() int { return tensor.Info{Shape: r.Shape}.Cols() }
+
+// Valid reports whether r names a tensor (the zero Ref does not).
+func (r Ref) Valid() bool { return r.Name != "" }
+
+// Pinned is resident bytes that stay valid until Release.
+type Pinned interface {
+	Bytes() []byte
+	Release() // idempotent
+}
+
+// Tier is where weights live between uses.
+type Tier uint8
+
+const (
+	// Mmap maps each file read-only; the OS pages weights in on first touch.
+	Mmap Tier = iota
+	// RAM reads every file into memory at Open.
+	RAM
+)
+
+func (t Tier) String() string {
+	switch t {
+	case Mmap:
+		return "mmap"
+	case RAM:
+		return "ram"
+	}
+	return fmt.Sprintf("tier(%d)", t)
+}
+
+// ParseTier maps "mmap" or "ram" to a Tier.
+func ParseTier(s string) (Tier, error) {
+	switch s {
+	case "", "mmap":
+		return Mmap, nil
+	case "ram":
+		return RAM, nil
+	}
+	return 0, fmt.Errorf("offload: unknown tier %q (want mmap or ram)", s)
+}
+
+// File is one weight file and the tensors it holds.
+type File struct {
+	Path    string
+	Tensors []tensor.Info
+}
+
+// Options configures Open.
+type Options struct {
+	Files    []File
+	Tier     Tier
+	Logger   zerolog.Logger          // zero value logs nothing
+	Progress func(done, total int64) // load progress (RAM tier); the CLI draws the bar
+}
+
+// Stats counts store traffic.
+type Stats struct {
+	Acquires     int64
+	BytesMapped  int64 // mmap tier: bytes of files mapped
+	BytesRead    int64 // RAM tier: bytes read at Open
+	PrefetchHint int64
+}
+
+// Store serves weight bytes.
+type Store interface {
+	Lookup(name string) (Ref, bool)
+	// Acquire blocks until r is resident and pins it.
+	Acquire(ctx context.Context, r Ref) (Pinned, error)
+	// Prefetch is a non-blocking hint; it may be ignored.
+	Prefetch(refs ...Ref)
+	Stats() Stats
+	Close() error
+}
+
+// ErrClosed is returned by Acquire after Close.
+var ErrClosed = errors.New("offload: store closed")
+
+type memStore struct {
+	files   []memFile
+	index   map[string]Ref
+	closed  atomic.Bool
+	mu      sync.Mutex
+	acq     atomic.Int64
+	hints   atomic.Int64
+	mapped  int64
+	readLen int64
+}
+
+type memFile struct {
+	path   string
+	data   []byte
+	mapped bool
+}
+
+// Open validates every tensor against its file's size and maps or reads the files.
+func Open(ctx context.Context, o Options) (Store, error) {
+	s := &memStore{index: map[string]Ref{}}
+	var total int64
+	for _, f := range o.Files {
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("offload: %w", err)
+		}
+		total += st.Size()
+	}
+	var done int64
+	for fi, f := range o.Files {
+		mf, err := openFile(ctx, f.Path, o.Tier, func(n int64) {
+			done += n
+			if o.Progress != nil {
+				o.Progress(done, total)
+			}
+		})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.files = append(s.files, mf)
+		if mf.mapped {
+			s.mapped += int64(len(mf.data))
+		} else {
+			s.readLen += int64(len(mf.data))
+		}
+		for _, t := range f.Tensors {
+			if t.Offset < 0 || t.Size < 0 || t.Offset+t.Size > int64(len(mf.data)) {
+				s.Close()
+				return nil, fmt.Errorf("offload: %s: tensor %q at offset %d size %d runs past the end of the file (%d bytes)",
+					f.Path, t.Name, t.Offset, t.Size, len(mf.data))
+			}
+			if _, dup := s.index[t.Name]; dup {
+				s.Close()
+				return nil, fmt.Errorf("offload: %s: tensor %q appears twice", f.Path, t.Name)
+			}
+			s.index[t.Name] = Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
+		}
+	}
+	o.Logger.Debug().Int("files", len(s.files)).Int("tensors", len(s.index)).Str("tier", o.Tier.String()).Msg("store open")
+	return s, nil
+}
+
+func openFile(ctx context.Context, path string, tier Tier, progress func(int64)) (memFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return memFile{}, fmt.Errorf("offload: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return memFile{}, fmt.Errorf("offload: %w", err)
+	}
+	size := st.Size()
+	if size == 0 {
+		return memFile{path: path}, nil
+	}
+	if tier == Mmap {
+		data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+		if err == nil {
+			progress(size)
+			return memFile{path: path, data: data, mapped: true}, nil
+		}
+		// Fall back to reading (some filesystems refuse mmap).
+	}
+	// A []uint64 backing keeps float32 views of the bytes aligned.
+	words := make([]uint64, (size+7)/8)
+	data := unsafeBytes(words)[:size]
+	const chunk = 8 << 20
+	for off := int64(0); off < size; off += chunk {
+		if err := ctx.Err(); err != nil {
+			return memFile{}, err
+		}
+		n := min(chunk, size-off)
+		if _, err := f.ReadAt(data[off:off+n], off); err != nil {
+			return memFile{}, fmt.Errorf("offload: read %s at offset %d: %w", path, off, err)
+		}
+		progress(n)
+	}
+	return memFile{path: path, data: data}, nil
+}
+
+func (s *memStore) Lookup(name string) (Ref, bool) {
+	r, ok := s.index[name]
+	return r, ok
+}
+
+type view []byte
+
+func (v view) Bytes() []byte { return v }
+func (v view) Release()      {}
+
+func (s *memStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if r.File < 0 || r.File >= len(s.files) {
+		return nil, fmt.Errorf("offload: tensor %q names file %d of %d", r.Name, r.File, len(s.files))
+	}
+	data := s.files[r.File].data
+	if r.Offset < 0 || r.Size < 0 || r.Offset+r.Size > int64(len(data)) {
+		return nil, fmt.Errorf("offload: tensor %q [%d,+%d) outside %s", r.Name, r.Offset, r.Size, s.files[r.File].path)
+	}
+	s.acq.Add(1)
+	return view(data[r.Offset : r.Offset+r.Size : r.Offset+r.Size]), nil
+}
+
+func (s *memStore) Prefetch(refs ...Ref) { s.hints.Add(int64(len(refs))) }
+
+func (s *memStore) Stats() Stats {
+	return Stats{Acquires: s.acq.Load(), BytesMapped: s.mapped, BytesRead: s.readLen, PrefetchHint: s.hints.Load()}
+}
+
+// Close unmaps the files. Pinned views must not be used afterwards.
+func (s *memStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var first error
+	for _, f := range s.files {
+		if f.mapped {
+			if err := syscall.Munmap(f.data); err != nil && first == nil {
+				first = fmt.Errorf("offload: munmap %s: %w", f.path, err)
+			}
+		}
+	}
+	s.files = nil
+	return first
+}
