@@ -31,13 +31,16 @@ type KV struct {
 }
 
 // Mask says which KV slots each query row may attend to: row i sees slot j iff
-// Lo[i] <= j < Hi[i] and, when Tree is non-nil and j >= TreeBase, bit j-TreeBase
-// of Tree[i] is set. Causal text is Lo=0, Hi=slot+1; a sliding window raises Lo;
-// a draft tree sets Tree rows to the ancestor sets (row(parent) | self).
+// Lo[i] <= j < Hi[i] and, when Tree is non-nil and j >= TreeBase[i], bit
+// j-TreeBase[i] of Tree[i] is set. Causal text is Lo=0, Hi=slot+1; a sliding
+// window raises Lo; a draft tree sets Tree rows to the ancestor sets
+// (row(parent) | self) over the slots from TreeBase on (the first tree slot of
+// the row's sequence). Slots count per sequence; rows of different sequences
+// in one batch each index their own sequence's KV.
 type Mask struct {
 	Lo, Hi   []int32
-	Tree     [][]uint64
-	TreeBase int32
+	Tree     [][]uint64 // nil for plain causal batches
+	TreeBase []int32
 }
 
 // Visible reports whether row i may attend to slot j.
@@ -45,10 +48,10 @@ func (m *Mask) Visible(i int, j int32) bool {
 	if j < m.Lo[i] || j >= m.Hi[i] {
 		return false
 	}
-	if m.Tree == nil || j < m.TreeBase {
+	if m.Tree == nil || j < m.TreeBase[i] {
 		return true
 	}
-	k := j - m.TreeBase
+	k := j - m.TreeBase[i]
 	return m.Tree[i][k/64]&(1<<(uint(k)%64)) != 0
 }
 
