@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice/graph"
+	"github.com/sluicehq/sluice/model"
+	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
+	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/stages"
+)
+
+// modelFlags are the flags every command that loads a model shares; a given
+// flag overrides the pipeline file's [model] table.
+type modelFlags struct {
+	fs                   *flag.FlagSet
+	model, tok, tier     *string
+	threads, ctx, pageTk *int
+}
+
+func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
+	return &modelFlags{
+		fs:      fs,
+		model:   fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
+		tok:     fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
+		tier:    fs.String("tier", "", "where weights live: mmap (default) or ram"),
+		threads: fs.Int("threads", 0, "kernel threads (default: all cores)"),
+		ctx:     fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
+		pageTk:  fs.Int("page-tokens", 0, "KV cache page size in tokens"),
+	}
+}
+
+func (m *modelFlags) apply(p *pipelines.Pipeline) {
+	set := setFlags(m.fs)
+	if *m.model != "" {
+		p.Model.Path = *m.model
+	}
+	if *m.tok != "" {
+		p.Model.Tokenizer = *m.tok
+	}
+	if *m.tier != "" {
+		p.Model.Tier = *m.tier
+	}
+	if set["threads"] {
+		p.Model.Threads = *m.threads
+	}
+	if set["ctx"] {
+		p.Model.Context = *m.ctx
+	}
+	if set["page-tokens"] {
+		p.Model.PageTokens = *m.pageTk
+	}
+}
+
+// loadModel opens the pipeline's model, drawing a progress bar on a terminal.
+func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline) (*model.Loaded, error) {
+	if p.Model.Path == "" {
+		return nil, fmt.Errorf("no model: give -m MODEL or set [model] path in %s: %w", p.Source, errUsage)
+	}
+	tier, err := offload.ParseTier(p.Model.Tier)
+	if err != nil {
+		return nil, err
+	}
+	var bar *progressbar.ProgressBar
+	progress := func(done, total int64) {
+		if !e.stderrTTY || tier != offload.RAM {
+			return
+		}
+		if bar == nil {
+			bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(e.stderr), progressbar.OptionShowBytes(true),
+				progressbar.OptionSetDescription("loading"), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		}
+		bar.Set64(done)
+	}
+	l, err := model.Load(ctx, model.LoadOptions{
+		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, Tier: tier, Threads: p.Model.Threads,
+		Logger: e.log, Progress: progress,
+	})
+	if bar != nil {
+		bar.Finish()
+	}
+	return l, err
+}
+
+// seedPipeline gives the sample stage a seed when the file and flags gave none,
+// and logs it so the run can be repeated.
+func seedPipeline(e *env, p *pipelines.Pipeline) {
+	s, ok := p.StageOfKind(pipelines.KindSample)
+	if !ok {
+		return
+	}
+	ps := s.Params.(*pipelines.SampleParams)
+	if ps.Seed == nil {
+		var b [8]byte
+		rand.Read(b[:])
+		seed := binary.LittleEndian.Uint64(b[:]) >> 1
+		ps.Seed = &seed
+		if ps.Temperature > 0 {
+			e.log.Info().Uint64("seed", seed).Msg("no --seed given: picked one")
+		}
+	}
+}
+
+// runPipeline loads the model, builds the graph and runs requests through it.
+func runPipeline(ctx context.Context, e *env, p *pipelines.Pipeline, o decode.Options,
+	reqs func(context.Context, graph.Emit[decode.Request]) error, results func(context.Context, stages.Result) error,
+) (*model.Loaded, *graph.Graph, error) {
+	l, err := loadModel(ctx, e, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := decode.New(l, o)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	g, err := pipelines.Build(p, pipelines.BuildOptions{Engine: eng, Requests: reqs, Results: results, Logger: e.log})
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	if p.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
+		defer cancel()
+	}
+	err = g.Run(ctx)
+	for _, s := range g.Stats() {
+		e.log.Debug().Str("node", s.Name).Int64("in", s.In).Int64("out", s.Out).Dur("busy", s.Busy).
+			Dur("blocked_send", s.BlockedOnSend).Dur("blocked_recv", s.BlockedOnRecv).Msg("stage")
+	}
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return l, g, nil
+}
+
+func cmdGenerate(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("generate")
+	mf := addModelFlags(fs, "m")
+	prompt := fs.String("p", "", "prompt (default: empty, generation starts from BOS)")
+	n := fs.Int("n", 256, "new tokens to generate (0: until a stop token or the context is full)")
+	temp := fs.Float64("temp", 0.8, "temperature; 0 is greedy")
+	topK := fs.Int("top-k", 40, "top-k (0: off)")
+	topP := fs.Float64("top-p", 0.95, "top-p nucleus mass (1: off)")
+	minP := fs.Float64("min-p", 0.05, "min-p relative to the most likely token (0: off)")
+	repeat := fs.Float64("repeat-penalty", 1, "repetition penalty (1: off)")
+	seed := fs.Uint64("seed", 0, "sampling seed (default: random, logged at info level)")
+	pipeline := fs.String("pipeline", "", "pipeline file (default: the greedy or sample preset)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	set := setFlags(fs)
+	var p *pipelines.Pipeline
+	var err error
+	switch {
+	case *pipeline != "":
+		p, err = pipelines.Load(*pipeline)
+	case *temp == 0:
+		p, err = pipelines.Preset("greedy")
+	default:
+		p, err = pipelines.Preset("sample")
+	}
+	if err != nil {
+		return err
+	}
+	mf.apply(p)
+	if s, ok := p.StageOfKind(pipelines.KindSample); ok {
+		ps := s.Params.(*pipelines.SampleParams)
+		if set["temp"] || *pipeline == "" {
+			ps.Temperature = *temp
+		}
+		if set["top-k"] || *pipeline == "" {
+			ps.TopK = *topK
+		}
+		if set["top-p"] || *pipeline == "" {
+			ps.TopP = *topP
+		}
+		if set["min-p"] || *pipeline == "" {
+			ps.MinP = *minP
+		}
+		if set["repeat-penalty"] {
+			ps.RepeatPenalty = *repeat
+		}
+		if set["seed"] {
+			ps.Seed = seed
+		}
+	}
+	seedPipeline(e, p)
+	o := p.EngineOptions()
+	if set["n"] || *pipeline == "" {
+		o.MaxNewTokens = *n
+	}
+	var out stages.Result
+	reqs := func(ctx context.Context, emit graph.Emit[decode.Request]) error {
+		return emit(ctx, decode.Request{ID: "generate", Prompt: *prompt})
+	}
+	results := func(_ context.Context, r stages.Result) error { out = r; return nil }
+	l, _, err := runPipeline(ctx, e, p, o, reqs, results)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if out.Seq == nil {
+		return fmt.Errorf("generate: the pipeline produced no result")
+	}
+	if out.Seq.Err != nil {
+		return out.Seq.Err
+	}
+	_, err = io.WriteString(e.stdout, out.Text+"\n")
+	return err
+}
+
+func cmdValidate(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("validate")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	path, err := oneArg(pos, "PIPELINE")
+	if err != nil {
+		return err
+	}
+	p, err := pipelines.Load(path)
+	if err != nil {
+		return err
+	}
+	p.Describe(e.stdout)
+	return nil
+}

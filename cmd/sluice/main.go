@@ -1,0 +1,170 @@
+// Command sluice runs open-weight language models as a dataflow graph of stages.
+//
+// main only calls run; run owns flags, the global logger and progress bars, so
+// it can be tested in-process with its own stdin, stdout and stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
+)
+
+// command is one subcommand (the go tool's base.Command, trimmed).
+type command struct {
+	name, usage, short string
+	run                func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command may touch: its streams and the process-wide logger.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            zerolog.Logger
+	stderrTTY      bool
+}
+
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE]", "generate text from a prompt", cmdGenerate},
+		{"run", "run PIPELINE --prompts IN --out OUT [--model M] [--tokenizer T]", "run a batch of prompts through a pipeline file", cmdRun},
+		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos]", "print the token ids of standard input", cmdTokenize},
+		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
+		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if err != errUsage {
+			fmt.Fprintln(os.Stderr, "sluice:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+// run is the whole program.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	global := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	level := global.String("log-level", "warn", "log level: debug, info, warn, error")
+	global.Usage = func() { usage(stderr) }
+	if err := global.Parse(args); err != nil {
+		return errUsage
+	}
+	args = global.Args()
+	if len(args) == 0 {
+		usage(stderr)
+		return errUsage
+	}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, stderrTTY: isTTY(stderr)}
+	lvl, err := zerolog.ParseLevel(*level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if e.stderrTTY {
+		e.log = zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(lvl).With().Timestamp().Logger()
+	} else {
+		e.log = zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(e.log.WithContext(ctx), e, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n", name)
+	usage(stderr)
+	return errUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "sluice runs open-weight language models as a dataflow graph of stages.")
+	fmt.Fprintln(w, "\nUsage: sluice [--log-level L] <command> [flags]\n\nCommands:")
+	cs := append([]*command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
+	}
+	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
+}
+
+// flags makes a command's flag set, printing its usage line on -h.
+func (e *env) flags(c string) *flag.FlagSet {
+	fs := flag.NewFlagSet(c, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		for _, cmd := range commands {
+			if cmd.name == c {
+				fmt.Fprintf(e.stderr, "Usage: sluice %s\n\n%s.\n\nFlags:\n", cmd.usage, cmd.short)
+			}
+		}
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags that may be interleaved with positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errUsage
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// setFlags reports which flags were given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	m := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", fmt.Errorf("want exactly one %s, got %d argument(s): %s: %w", what, len(args), strings.Join(args, " "), errUsage)
+	}
+	return args[0], nil
+}

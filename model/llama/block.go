@@ -1,0 +1,161 @@
+package llama
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/offload"
+)
+
+// Block is one transformer layer.
+type Block struct {
+	i int
+	m *Model
+	l *Layer
+}
+
+var _ model.Block = (*Block)(nil)
+
+func (b *Block) Index() int { return b.i }
+
+// Weights lists the block's tensors for the prefetcher.
+func (b *Block) Weights() []offload.Ref {
+	l := b.l
+	return []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down}
+}
+
+// scratch slots in model.State used by a block
+const (
+	sXB = iota + 1
+	sQ
+	sK
+	sV
+	sAtt
+	sXB2
+	sHB
+	sHB2
+	sScores
+	sNorm
+)
+
+// pinned gathers the weights of one Forward so they are released together.
+type pinned []offload.Pinned
+
+func (p *pinned) matrix(ctx context.Context, w offload.Store, r offload.Ref) (kernels.Weight, error) {
+	m, pin, err := model.Matrix(ctx, w, r)
+	if err == nil {
+		*p = append(*p, pin)
+	}
+	return m, err
+}
+
+func (p *pinned) release() {
+	for _, x := range *p {
+		x.Release()
+	}
+}
+
+// Forward runs attention and MLP over every row of st.Hidden, in place.
+func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) error {
+	m, a, l := b.m, b.m.arch, b.l
+	n, dim, qd, kvd := st.Batch.Len(), a.Dim, m.qDim(), m.kvDim()
+	var pins pinned
+	defer pins.release()
+	var normBuf []float32
+	attnNorm, p1, err := model.Vector(ctx, w, l.AttnNorm, &normBuf)
+	if err != nil {
+		return err
+	}
+	pins = append(pins, p1)
+	wq, err := pins.matrix(ctx, w, l.Attn.Q)
+	if err != nil {
+		return err
+	}
+	wk, err := pins.matrix(ctx, w, l.Attn.K)
+	if err != nil {
+		return err
+	}
+	wv, err := pins.matrix(ctx, w, l.Attn.V)
+	if err != nil {
+		return err
+	}
+	wo, err := pins.matrix(ctx, w, l.Attn.O)
+	if err != nil {
+		return err
+	}
+
+	x := st.Hidden[:n*dim]
+	xb := st.Scratch(sXB, n*dim)
+	for r := range n {
+		kernels.RMSNorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], attnNorm, a.Eps)
+	}
+	q, k, v := st.Scratch(sQ, n*qd), st.Scratch(sK, n*kvd), st.Scratch(sV, n*kvd)
+	kernels.MatMul(m.pool, q, wq, xb, n)
+	kernels.MatMul(m.pool, k, wk, xb, n)
+	kernels.MatMul(m.pool, v, wv, xb, n)
+	for r := range n {
+		pos := st.Batch.Positions[r]
+		kernels.RoPE(q[r*qd:(r+1)*qd], pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+		kernels.RoPE(k[r*kvd:(r+1)*kvd], pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+	}
+	layer := st.KV.Layer(b.i)
+	layer.Put(k, v)
+
+	// Attention, one run of consecutive rows of the same sequence at a time.
+	att := st.Scratch(sAtt, n*qd)
+	mask := st.Mask
+	for lo := 0; lo < n; {
+		seq := st.Batch.Seq[lo]
+		hi := lo + 1
+		for hi < n && st.Batch.Seq[hi] == seq {
+			hi++
+		}
+		kv := layer.View(seq)
+		sub := subMask(mask, lo, hi)
+		scores := st.Scratch(sScores, kernels.AttentionScratch(kv, hi-lo))
+		kernels.Attention(att[lo*qd:hi*qd], q[lo*qd:hi*qd], hi-lo, kv, &sub, m.attnShape(), scores)
+		lo = hi
+	}
+	xb2 := st.Scratch(sXB2, n*dim)
+	kernels.MatMul(m.pool, xb2, wo, att, n)
+	kernels.Add(x, xb2)
+
+	// MLP: x += down(silu(gate(xn)) * up(xn)).
+	ffnNorm, p2, err := model.Vector(ctx, w, l.FFNNorm, &normBuf)
+	if err != nil {
+		return err
+	}
+	pins = append(pins, p2)
+	for r := range n {
+		kernels.RMSNorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ffnNorm, a.Eps)
+	}
+	wg, err := pins.matrix(ctx, w, l.Gate)
+	if err != nil {
+		return err
+	}
+	wu, err := pins.matrix(ctx, w, l.Up)
+	if err != nil {
+		return err
+	}
+	wd, err := pins.matrix(ctx, w, l.Down)
+	if err != nil {
+		return err
+	}
+	hb, hb2 := st.Scratch(sHB, n*a.Hidden), st.Scratch(sHB2, n*a.Hidden)
+	kernels.MatMul(m.pool, hb, wg, xb, n)
+	kernels.MatMul(m.pool, hb2, wu, xb, n)
+	kernels.SwiGLU(hb, hb, hb2)
+	kernels.MatMul(m.pool, xb, wd, hb, n)
+	kernels.Add(x, xb)
+	return nil
+}
+
+// subMask is rows [lo,hi) of m, sharing its storage.
+func subMask(m *kernels.Mask, lo, hi int) kernels.Mask {
+	s := kernels.Mask{Lo: m.Lo[lo:hi], Hi: m.Hi[lo:hi]}
+	if m.Tree != nil {
+		s.Tree, s.TreeBase = m.Tree[lo:hi], m.TreeBase[lo:hi]
+	}
+	return s
+}

@@ -1,0 +1,162 @@
+// Package ref is the oracle: a plain, single-function forward pass of a
+// llama-family model over float32 weights, one token at a time, in the manner
+// of llama2.c's run.c. It uses kernels/ref only. Every fast path in sluice is
+// tested against it; it is never used to serve.
+package ref
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/kernels"
+	kref "github.com/sluicehq/sluice/kernels/ref"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/model/llama"
+	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// Weights are every tensor decoded to float32, shapes as commented (row-major, out×in).
+type Weights struct {
+	TokenEmbd  []float32   // (vocab, dim)
+	AttnNorm   [][]float32 // (layer)(dim)
+	Q, K, V, O [][]float32 // (layer)(heads*hd, dim), (kvHeads*hd, dim) ×2, (dim, heads*hd)
+	FFNNorm    [][]float32 // (layer)(dim)
+	Gate, Up   [][]float32 // (layer)(hidden, dim)
+	Down       [][]float32 // (layer)(dim, hidden)
+	OutputNorm []float32   // (dim)
+	Output     []float32   // (vocab, dim)
+}
+
+// Transformer is run.c's Transformer: config, weights and run state.
+type Transformer struct {
+	Arch model.Arch
+	W    Weights
+	// run state (llama2.c RunState)
+	x, xb, xb2, hb, hb2, q, k, v, att, logits []float32
+	keyCache, valueCache                      [][]float32 // (layer)(seqLen, kvDim)
+	seqLen                                    int
+}
+
+// New decodes every weight of src through store. seqLen bounds the positions
+// Forward accepts (0 = the model's context length).
+func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int) (*Transformer, error) {
+	a, err := llama.ReadArch(src)
+	if err != nil {
+		return nil, err
+	}
+	if seqLen <= 0 {
+		seqLen = a.Context
+	}
+	load := func(name string) ([]float32, error) {
+		r, ok := store.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("ref: %s: missing tensor %s", src.Path, name)
+		}
+		p, err := store.Acquire(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Release()
+		n := int(tensor.Info{Shape: r.Shape}.Elements())
+		out := make([]float32, n)
+		rows, cols := r.Rows(), r.Cols()
+		rb, err := r.DType.RowBytes(cols)
+		if err != nil {
+			return nil, fmt.Errorf("ref: %s: %s: %w", src.Path, name, err)
+		}
+		for i := range rows {
+			tensor.DequantizeRow(out[i*cols:(i+1)*cols], p.Bytes()[int64(i)*rb:], r.DType, cols)
+		}
+		return out, nil
+	}
+	t := &Transformer{Arch: a, seqLen: seqLen}
+	w := &t.W
+	if w.TokenEmbd, err = load("token_embd.weight"); err != nil {
+		return nil, err
+	}
+	if w.OutputNorm, err = load("output_norm.weight"); err != nil {
+		return nil, err
+	}
+	if a.TiedOutput {
+		w.Output = w.TokenEmbd
+	} else if w.Output, err = load("output.weight"); err != nil {
+		return nil, err
+	}
+	for l := range a.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		for _, e := range []struct {
+			dst  *[][]float32
+			name string
+		}{
+			{&w.AttnNorm, "attn_norm.weight"}, {&w.Q, "attn_q.weight"}, {&w.K, "attn_k.weight"},
+			{&w.V, "attn_v.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
+			{&w.Gate, "ffn_gate.weight"}, {&w.Up, "ffn_up.weight"}, {&w.Down, "ffn_down.weight"},
+		} {
+			v, err := load(p + e.name)
+			if err != nil {
+				return nil, err
+			}
+			*e.dst = append(*e.dst, v)
+		}
+	}
+	qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	t.x, t.xb, t.xb2 = make([]float32, a.Dim), make([]float32, a.Dim), make([]float32, a.Dim)
+	t.hb, t.hb2 = make([]float32, a.Hidden), make([]float32, a.Hidden)
+	t.q, t.k, t.v, t.att = make([]float32, qd), make([]float32, kvd), make([]float32, kvd), make([]float32, qd)
+	t.logits = make([]float32, a.Vocab)
+	for range a.Layers {
+		t.keyCache = append(t.keyCache, make([]float32, seqLen*kvd))
+		t.valueCache = append(t.valueCache, make([]float32, seqLen*kvd))
+	}
+	return t, nil
+}
+
+func matmul(dst, x, w []float32, rows, cols int) {
+	kref.MatMul(dst, kernels.Weight{DType: tensor.F32, Data: f32bytes(w), Rows: rows, Cols: cols}, x, 1)
+}
+
+// Forward runs token at pos and returns the logits (valid until the next call).
+// Positions must be fed in order 0, 1, 2, … (the cache holds one sequence).
+func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
+	a, w := t.Arch, &t.W
+	if pos < 0 || pos >= t.seqLen {
+		return nil, fmt.Errorf("ref: position %d outside [0,%d)", pos, t.seqLen)
+	}
+	if token < 0 || int(token) >= a.Vocab {
+		return nil, fmt.Errorf("ref: token %d outside [0,%d)", token, a.Vocab)
+	}
+	dim, hd, qd, kvd := a.Dim, a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	copy(t.x, w.TokenEmbd[int(token)*dim:(int(token)+1)*dim])
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	for l := range a.Layers {
+		kref.RMSNorm(t.xb, t.x, w.AttnNorm[l], a.Eps)
+		matmul(t.q, t.xb, w.Q[l], qd, dim)
+		matmul(t.k, t.xb, w.K[l], kvd, dim)
+		matmul(t.v, t.xb, w.V[l], kvd, dim)
+		kref.RoPE(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+		kref.RoPE(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+		copy(t.keyCache[l][pos*kvd:], t.k)
+		copy(t.valueCache[l][pos*kvd:], t.v)
+		// The cache as one page holding every position so far; causal mask.
+		kv := kernels.KV{K: [][]float32{t.keyCache[l]}, V: [][]float32{t.valueCache[l]}, PageTokens: t.seqLen, Len: pos + 1}
+		lo := int32(0)
+		if a.SlidingWindow > 0 {
+			lo = max(0, int32(pos-a.SlidingWindow+1))
+		}
+		mask := kernels.Mask{Lo: []int32{lo}, Hi: []int32{int32(pos + 1)}}
+		kref.Attention(t.att, t.q, 1, kv, &mask, kernels.AttnShape{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: hd, Scale: scale})
+		matmul(t.xb2, t.att, w.O[l], dim, qd)
+		kref.Add(t.x, t.xb2)
+		kref.RMSNorm(t.xb, t.x, w.FFNNorm[l], a.Eps)
+		matmul(t.hb, t.xb, w.Gate[l], a.Hidden, dim)
+		matmul(t.hb2, t.xb, w.Up[l], a.Hidden, dim)
+		kref.SwiGLU(t.hb, t.hb, t.hb2)
+		matmul(t.xb, t.hb, w.Down[l], dim, a.Hidden)
+		kref.Add(t.x, t.xb)
+	}
+	kref.RMSNorm(t.xb, t.x, w.OutputNorm, a.Eps)
+	matmul(t.logits, t.xb, w.Output, a.Vocab, dim)
+	return t.logits, nil
+}
