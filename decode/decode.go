@@ -27,6 +27,7 @@ type Request struct {
 	ID           string
 	Index        uint64 // request number r: the keyed RNG draws (seed, r, t)
 	Prompt       string
+	Tokens       []int32 // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
 	MaxNewTokens int             // 0 = Options.MaxNewTokens
 	Sampling     *sample.Options // nil = Options.Sampling
 }
@@ -143,7 +144,11 @@ func (e *Engine) Start(req Request) *Seq {
 	if s.sampler, err = sample.New(so); err != nil {
 		return e.fail(s, err)
 	}
-	s.Tokens = e.Tok.Encode(req.Prompt, tokenizer.EncodeOptions{BOS: e.Opt.AddBOS})
+	if len(req.Tokens) > 0 {
+		s.Tokens = append([]int32(nil), req.Tokens...)
+	} else {
+		s.Tokens = e.Tok.Encode(req.Prompt, tokenizer.EncodeOptions{BOS: e.Opt.AddBOS})
+	}
 	s.NPrompt = len(s.Tokens)
 	switch {
 	case s.NPrompt == 0:

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// sluice runs the CLI in-process and returns stdout, stderr and the error.
+func sluice(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(t.Context(), args, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func stories(t *testing.T) (bin, tok, ggufPath, dir string) {
+	dir = testutil.Models(t)
+	return filepath.Join(dir, "stories260K", "stories260K.bin"), filepath.Join(dir, "stories260K", "tok512.bin"),
+		filepath.Join(dir, "stories260K-gguf", "stories260K.gguf"), dir
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Must show 1: llama2.c's greedy goldens, from the .bin and from the GGUF.
+func TestGenerateGolden(t *testing.T) {
+	bin, tok, gg, dir := stories(t)
+	want256 := readFile(t, filepath.Join(dir, "stories260K", "expected-greedy-256.txt"))
+	wantLily := readFile(t, filepath.Join(dir, "stories260K", "expected-greedy-prompt-lily-tom-64.txt"))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bin-256", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "256"}, want256},
+		{"gguf-256", []string{"generate", "-m", gg, "--temp", "0", "-n", "256"}, want256},
+		{"bin-lily-tom", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-p", "Lily and Tom", "-n", "60"}, wantLily},
+		{"gguf-lily-tom", []string{"generate", "-m", gg, "--temp", "0", "-p", "Lily and Tom", "-n", "60"}, wantLily},
+		{"ram-tier", []string{"generate", "-m", gg, "--temp", "0", "-n", "256", "--tier", "ram", "--threads", "1"}, want256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, err := sluice(t, "", tc.args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			if out != tc.want {
+				t.Errorf("stdout differs from the golden:\n got %q\nwant %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// Must show 5: same seed, same text; another seed, other text.
+func TestGenerateSeed(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	gen := func(seed string) string {
+		out, stderr, err := sluice(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0.8", "--seed", seed, "-n", "64")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		return out
+	}
+	a, b, c := gen("7"), gen("7"), gen("8")
+	if a != b {
+		t.Errorf("seed 7 twice gave different text:\n%q\n%q", a, b)
+	}
+	if a == c {
+		t.Errorf("seeds 7 and 8 gave the same text %q", a)
+	}
+}
+
+// Must show 4: llama.cpp's tokenizer test vectors through `sluice tokenize`.
+func TestTokenizeVocabGoldens(t *testing.T) {
+	dir := testutil.Models(t)
+	for _, name := range []string{"llama-spm", "phi-3", "gpt-2"} {
+		t.Run(name, func(t *testing.T) {
+			base := filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-"+name+".gguf")
+			inp := strings.Split(readFile(t, base+".inp"), "\n__ggml_vocab_test__\n")
+			inp = inp[:len(inp)-1] // the trailing separator starts no case
+			outs := strings.Split(strings.TrimSuffix(readFile(t, base+".out"), "\n"), "\n")
+			if len(inp) != len(outs) {
+				t.Fatalf("%d inputs, %d outputs", len(inp), len(outs))
+			}
+			for i, in := range inp {
+				got, stderr, err := sluice(t, in, "tokenize", "-m", base)
+				if err != nil {
+					t.Fatalf("case %d: %v\n%s", i, err, stderr)
+				}
+				if strings.TrimSpace(got) != strings.TrimSpace(outs[i]) {
+					t.Errorf("case %d %q:\n got %s\nwant %s", i, in, strings.TrimSpace(got), strings.TrimSpace(outs[i]))
+				}
+			}
+		})
+	}
+}
+
+func TestTokenizeLlama2C(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	out, stderr, err := sluice(t, "Lily and Tom", "tokenize", "-m", bin, "--tokenizer", tok, "--bos")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if f := strings.Fields(out); len(f) != 5 || f[0] != "1" {
+		t.Fatalf("got %q, want BOS and 4 tokens", out)
+	}
+}
+
+// Must show 6: bad input is a clear error naming the file, never a panic.
+func TestBadInput(t *testing.T) {
+	bin, tok, gg, dir := stories(t)
+	tmp := t.TempDir()
+	cut := func(src string, n int) string {
+		b := []byte(readFile(t, src))
+		p := filepath.Join(tmp, filepath.Base(src)+".cut")
+		if err := os.WriteFile(p, b[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknownArch := filepath.Join(tmp, "mamba.gguf")
+	w := gguf.NewWriter()
+	w.AddKV("general.architecture", "mamba")
+	w.AddTensor("token_embd.weight", tensor.F32, []int{2, 4}, make([]byte, 32))
+	if err := w.WriteFile(unknownArch); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // substrings of the error
+	}{
+		{"missing file", []string{"generate", "-m", filepath.Join(tmp, "nope.gguf"), "--temp", "0"}, []string{"nope.gguf", "no such file"}},
+		{"gguf cut in header", []string{"generate", "-m", cut(gg, 100), "--temp", "0"}, []string{"stories260K.gguf.cut", "offset"}},
+		{"gguf cut in data", []string{"generate", "-m", cut(gg, 1_000_000), "--temp", "0"}, []string{"stories260K.gguf.cut", "past end"}},
+		{"bin cut", []string{"generate", "-m", cut(bin, 5000), "--tokenizer", tok, "--temp", "0"}, []string{"stories260K.bin.cut"}},
+		{"bin without tokenizer", []string{"generate", "-m", bin, "--temp", "0"}, []string{"--tokenizer"}},
+		{"tokenizer does not fit", []string{"generate", "-m", bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "--temp", "0"}, []string{"tokenizer.bin", "512"}},
+		{"unknown architecture", []string{"generate", "-m", unknownArch, "--temp", "0"}, []string{"mamba.gguf", `unknown architecture "mamba"`}},
+		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := sluice(t, "", tc.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestInspect(t *testing.T) {
+	_, _, gg, _ := stories(t)
+	out, stderr, err := sluice(t, "", "inspect", gg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, s := range []string{"dim 64, hidden 172, layers 5, heads 8, kv heads 4", "blk.0.attn_q.weight", "1280 bytes per token", "parameters:"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("inspect output lacks %q:\n%s", s, out)
+		}
+	}
+	out, _, err = sluice(t, "", "inspect", "--json", gg)
+	if err != nil || !strings.Contains(out, `"kv_bytes_per_token": 1280`) {
+		t.Fatalf("inspect --json: %v\n%s", err, out)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if _, _, err := sluice(t, "", "frobnicate"); err != errUsage {
+		t.Fatalf("unknown command: err %v, want usage", err)
+	}
+	out, _, err := sluice(t, "", "help")
+	if err != nil || !strings.Contains(out, "generate") {
+		t.Fatalf("help: %v %q", err, out)
+	}
+}
