@@ -13,15 +13,20 @@ import (
 	_ "github.com/sluicehq/sluice/model/llama"
 )
 
-func loadStories(t *testing.T) *model.Loaded {
-	dir := filepath.Join(testutil.Models(t), "stories260K")
-	l, err := model.Load(t.Context(), model.LoadOptions{
+func loadStories(t *testing.T, tb ...testing.TB) *model.Loaded {
+	var h testing.TB = t
+	if t == nil {
+		h = tb[0]
+	}
+	t2 := h
+	dir := filepath.Join(testutil.Models(t2), "stories260K")
+	l, err := model.Load(t2.Context(), model.LoadOptions{
 		Path: filepath.Join(dir, "stories260K.bin"), Tokenizer: filepath.Join(dir, "tok512.bin"), Threads: 1,
 	})
 	if err != nil {
-		t.Fatal(err)
+		t2.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t2.Cleanup(func() { l.Close() })
 	return l
 }
 
