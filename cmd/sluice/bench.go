@@ -92,10 +92,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		var res stages.Result
 		g, err := pipelines.Build(p, pipelines.BuildOptions{
-			Engine:   eng,
-			Requests: func(ctx context.Context, emit graph.Emit[decode.Request]) error { return emit(ctx, decode.Request{Tokens: prompt}) },
-			Results:  func(_ context.Context, r stages.Result) error { res = r; return nil },
-			Logger:   e.log,
+			Engine: eng,
+			Requests: func(ctx context.Context, emit graph.Emit[decode.Request]) error {
+				return emit(ctx, decode.Request{Tokens: prompt})
+			},
+			Results: func(_ context.Context, r stages.Result) error { res = r; return nil },
+			Logger:  e.log,
 		})
 		if err != nil {
 			return err

@@ -1,0 +1,69 @@
+package kvcache_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/model/input"
+)
+
+// One decode loop: each step reserves a slot, writes the layer's K/V, reads
+// the view and mask for attention, and ends the pass. Then a draft tree is
+// verified in one pass and only its accepted path is kept.
+func Example() {
+	ctx := context.Background()
+	c, err := kvcache.New(kvcache.Options{Layers: 1, KVHeads: 1, HeadDim: 2, PageTokens: 4, MaxTokens: 64})
+	if err != nil {
+		panic(err)
+	}
+	var b input.Batch
+	for pos := range int32(3) {
+		b.Reset()
+		b.Add(100+pos, pos, 0, true)
+		p, err := c.Begin(ctx, &b)
+		if err != nil {
+			panic(err)
+		}
+		x := []float32{float32(pos), 1}
+		p.Layer(0).Put(x, x)
+		kv := p.Layer(0).View(0) // then kernels.Attention(…, kv, p.Mask(), …)
+		m := p.Mask()
+		fmt.Printf("slot %d sees [%d,%d) of %d\n", p.Slots()[0], m.Lo[0], m.Hi[0], kv.Len)
+		if err := p.End(); err != nil {
+			panic(err)
+		}
+	}
+
+	// A draft tree: root r (slot 3) with children a, b; a has child c.
+	b.Reset()
+	for _, parent := range []int32{-1, 0, 0, 1} {
+		i := b.Add(0, 0, 0, true)
+		b.Parent[i] = parent
+	}
+	p, err := c.Begin(ctx, &b)
+	if err != nil {
+		panic(err)
+	}
+	p.Layer(0).Put(make([]float32, 8), make([]float32, 8))
+	for i, row := range p.Mask().Tree {
+		fmt.Printf("row %d ancestors %04b\n", i, row[0])
+	}
+	if err := p.End(); err != nil {
+		panic(err)
+	}
+	// The verifier accepted r → a → c.
+	if err := c.Commit(0, []int32{0, 1, 3}); err != nil {
+		panic(err)
+	}
+	fmt.Println("len", c.Len(0), "pages", c.Stats().PagesInUse)
+	// Output:
+	// slot 0 sees [0,1) of 1
+	// slot 1 sees [0,2) of 2
+	// slot 2 sees [0,3) of 3
+	// row 0 ancestors 0001
+	// row 1 ancestors 0011
+	// row 2 ancestors 0101
+	// row 3 ancestors 1011
+	// len 6 pages 2
+}

@@ -1,0 +1,206 @@
+package kvcache
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/model/input"
+)
+
+func mustNew(t testing.TB, o Options) *Cache {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", o, err)
+	}
+	return c
+}
+
+// tagRow is the deterministic K (and, negated, V) row written for token tag at
+// layer l: every element distinct and exact in float32 for tag < 2^16.
+func tagRow(dst []float32, tag, l int) {
+	for j := range dst {
+		dst[j] = float32(tag*256 + l*16 + j)
+	}
+}
+
+// putTags writes, for every layer, the rows of tags (one tag per batch row).
+func putTags(t testing.TB, c *Cache, p *Pass, tags []int) {
+	t.Helper()
+	rowF := c.o.KVHeads * c.o.HeadDim
+	k := make([]float32, len(tags)*rowF)
+	v := make([]float32, len(tags)*rowF)
+	for l := range c.o.Layers {
+		for i, tag := range tags {
+			tagRow(k[i*rowF:(i+1)*rowF], tag, l)
+			for j := range rowF {
+				v[i*rowF+j] = -k[i*rowF+j]
+			}
+		}
+		p.Layer(l).Put(k, v)
+	}
+}
+
+// readKV flattens the first kv.Len rows of a paged KV.
+func readKV(kv kernels.KV, rowF int) (k, v [][]float32) {
+	for j := range kv.Len {
+		pg, off := j/kv.PageTokens, (j%kv.PageTokens)*rowF
+		k = append(k, slices.Clone(kv.K[pg][off:off+rowF]))
+		v = append(v, slices.Clone(kv.V[pg][off:off+rowF]))
+	}
+	return k, v
+}
+
+// decodeTags turns rows back into their tags, checking each row is exactly a
+// tagRow of layer l (and V its negation).
+func decodeTags(t testing.TB, k, v [][]float32, l int) []int {
+	t.Helper()
+	tags := make([]int, len(k))
+	for i := range k {
+		tag := int(k[i][0]) / 256
+		want := make([]float32, len(k[i]))
+		tagRow(want, tag, l)
+		if !slices.Equal(want, k[i]) {
+			t.Fatalf("layer %d slot %d: K row %v is not a written row", l, i, k[i])
+		}
+		for j := range want {
+			if v[i][j] != -want[j] {
+				t.Fatalf("layer %d slot %d: V row %v does not match K", l, i, v[i])
+			}
+		}
+		tags[i] = tag
+	}
+	return tags
+}
+
+// seqTags reads the committed history of seq directly from the cache's state
+// (tests are in-package), checking every layer holds the same tags.
+func seqTags(t testing.TB, c *Cache, seq int32) []int {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seqs[seq]
+	if s == nil {
+		return nil
+	}
+	var first []int
+	for l := range c.o.Layers {
+		kv := kernels.KV{K: s.kp[l], V: s.vp[l], PageTokens: int(c.pt), Len: int(s.len)}
+		k, v := readKV(kv, c.rowF)
+		tags := decodeTags(t, k, v, l)
+		if l == 0 {
+			first = tags
+		} else if !slices.Equal(first, tags) {
+			t.Fatalf("sequence %d: layer %d holds %v, layer 0 holds %v", seq, l, tags, first)
+		}
+	}
+	if first == nil {
+		first = []int{}
+	}
+	return first
+}
+
+// checkInvariants verifies the page bookkeeping: refcounts equal the number of
+// sequences holding each page, the free list holds exactly the unreferenced
+// pages once, every sequence holds pagesFor(len) pages (more only while a
+// pass is in flight), and its per-layer views point at its pages' buffers.
+func checkInvariants(t testing.TB, c *Cache) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	count := make([]int32, len(c.ref))
+	for id, s := range c.seqs {
+		if s.id != id {
+			t.Fatalf("sequence map key %d holds state of %d", id, s.id)
+		}
+		want := c.pagesFor(s.len)
+		if s.busy != nil {
+			for _, e := range s.busy.entries {
+				if e.s == s {
+					want = c.pagesFor(e.base + e.count)
+				}
+			}
+		}
+		if len(s.pages) != want {
+			t.Fatalf("sequence %d: len %d holds %d pages, want %d", id, s.len, len(s.pages), want)
+		}
+		for i, p := range s.pages {
+			count[p]++
+			for l := range c.o.Layers {
+				if &s.kp[l][i][0] != &c.k[l][p][0] || &s.vp[l][i][0] != &c.v[l][p][0] {
+					t.Fatalf("sequence %d layer %d page %d: view does not point at page %d", id, l, i, p)
+				}
+			}
+		}
+	}
+	for _, s := range c.seqs {
+		if s.busy == nil {
+			continue
+		}
+		for _, e := range s.busy.entries {
+			if e.s == s && e.cow >= 0 {
+				count[e.cow]++ // held by the pass until End or Abort
+			}
+		}
+	}
+	inFree := make([]bool, len(c.ref))
+	for _, p := range c.free {
+		if inFree[p] {
+			t.Fatalf("page %d is twice in the free list", p)
+		}
+		inFree[p] = true
+	}
+	for p := range c.ref {
+		if c.ref[p] != count[p] {
+			t.Fatalf("page %d: refcount %d, held by %d sequences", p, c.ref[p], count[p])
+		}
+		if inFree[p] != (count[p] == 0) {
+			t.Fatalf("page %d: in free list %v, held by %d sequences", p, inFree[p], count[p])
+		}
+	}
+}
+
+// linear builds a batch of n linear rows for seq starting at position pos.
+func linear(seq int32, pos, n int) *input.Batch {
+	b := &input.Batch{}
+	for i := range n {
+		b.Add(int32(i), int32(pos+i), seq, true)
+	}
+	return b
+}
+
+// visibility renders a mask as rows of 'x' (visible) and '.' over slots
+// [0, width), one string per row, for literal comparison.
+func visibility(m *kernels.Mask, rows, width int) []string {
+	out := make([]string, rows)
+	for i := range rows {
+		b := make([]byte, width)
+		for j := range width {
+			b[j] = '.'
+			if m.Visible(i, int32(j)) {
+				b[j] = 'x'
+			}
+		}
+		out[i] = string(b)
+	}
+	return out
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tagsRange(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+func (r Run) String() string { return fmt.Sprintf("{seq %d rows %d+%d}", r.Seq, r.Start, r.Rows) }

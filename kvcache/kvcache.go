@@ -1,0 +1,475 @@
+// Package kvcache is the paged key/value cache of the transformer layers.
+//
+// Keys and values of past tokens never change in a causal model, so each step
+// stores the new token's K and V and attends over everything stored (the seed's
+// "KV cache" section). The cache is a pool of fixed-size pages shared by all
+// sequences; a sequence is a list of page ids, so growing, rewinding and sharing
+// prefixes move ids around instead of copying rows.
+//
+// One forward pass over a batch is a Pass: Begin reserves a slot for every row
+// of the batch (and every page those slots need, in all layers, up front), the
+// layer stages Put their new K/V rows and read a View of each sequence through
+// Layer, and End makes the rows part of the sequences' history. Several passes
+// over different sequences may be in flight at once from different goroutines,
+// as micro-batches move through pipelined layer stages: Put and View touch only
+// the pass's own sequences and take no cache-wide lock.
+//
+// Speculative decoding and beam search use the other operations: Truncate
+// rewinds rejected drafts, Commit compacts the accepted path of a draft tree onto
+// the linear history, and Fork shares a prefix copy-on-write (pages are
+// refcounted; a page is copied before a shared page would be written).
+//
+// Storage is float32. Options.DType is the seam for F16 pages later.
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// Errors. Wrapped errors name the sequence, row or option involved.
+var (
+	ErrFull    = errors.New("kvcache: no free page")
+	ErrOptions = errors.New("kvcache: invalid options")
+	ErrBatch   = errors.New("kvcache: invalid batch")
+	ErrBusy    = errors.New("kvcache: sequence has a pass in flight")
+	ErrSeqLen  = errors.New("kvcache: sequence limit exceeded")
+	ErrRange   = errors.New("kvcache: out of range")
+	ErrCommit  = errors.New("kvcache: invalid commit")
+)
+
+// defaultPageTokens is small enough that a short sequence wastes little and a
+// page still holds a useful run of contiguous rows for the attention kernel.
+const defaultPageTokens = 16
+
+// Options size a Cache. Layers, KVHeads, HeadDim and MaxTokens are required.
+type Options struct {
+	Layers, KVHeads, HeadDim int
+	PageTokens               int // tokens per page; 0 → 16
+	// MaxTokens is the total number of token slots across all sequences (per
+	// layer); the pool holds ceil(MaxTokens/PageTokens) pages.
+	MaxTokens int
+	MaxSeqLen int // per-sequence limit (the model's context); 0 → MaxTokens
+	// Window is the sliding-window size in tokens (Mistral); 0 = none. A row at
+	// slot s sees slots from max(0, s-Window+1).
+	Window int
+	// DType is the page element type. Only tensor.F32 (the zero value) is
+	// implemented; the field exists so F16 pages can come without an API change.
+	DType tensor.DType
+}
+
+// Bytes is the cache size of the seed's formula 2·L·G·d·T·bytes: keys and
+// values of tokens tokens, over layers layers of kvHeads heads of headDim.
+func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
+	return 2 * int64(layers) * int64(kvHeads) * int64(headDim) * int64(tokens) * int64(bytesPerValue)
+}
+
+// Stats is a snapshot of the page pool.
+type Stats struct {
+	Pages       int // pool size
+	PagesInUse  int // referenced by at least one sequence
+	PagesFree   int // Pages - PagesInUse
+	PagesShared int // referenced by two or more sequences (Fork)
+	Sequences   int // sequences with state (including empty forks)
+	Tokens      int // sum of Len over sequences
+	Passes      int // passes in flight
+}
+
+// Cache is a paged KV cache. All methods are safe for concurrent use; see the
+// package doc for what may overlap.
+type Cache struct {
+	o     Options
+	rowF  int // floats per token row: KVHeads*HeadDim
+	pageF int // floats per page: PageTokens*rowF
+	pt    int32
+
+	mu     sync.Mutex
+	k, v   [][][]float32 // [layer][page] → page buffer, allocated on first use
+	ref    []int32       // per page: number of sequences holding it; 0 = free
+	free   []int32       // free page ids (a stack)
+	seqs   map[int32]*seqState
+	pool   []*Pass // ended passes for reuse
+	passes int     // in flight
+}
+
+// seqState is one sequence. Its fields change only under Cache.mu, and never
+// while a pass over the sequence is in flight (except busy/freeing), which is
+// what lets Put and View read kp/vp without the lock.
+type seqState struct {
+	id     int32
+	len    int32         // tokens of cached history
+	pages  []int32       // page ids in order
+	kp, vp [][][]float32 // [layer] → page buffers of pages, for kernels.KV
+
+	busy    *Pass // the pass in flight over this sequence, if any
+	freeing bool  // Free was called while busy: drop when the pass ends
+
+	// The last ended pass over this sequence, for Commit.
+	lastBase  int32
+	lastRows  []int32 // its batch rows for this sequence, ascending
+	lastValid bool
+
+	entry int // index into the current Begin's entries (valid while marked)
+}
+
+// New validates o and returns an empty cache. Page memory is allocated when a
+// page is first used and kept for reuse.
+func New(o Options) (*Cache, error) {
+	bad := func(field string, v int, want string) error {
+		return fmt.Errorf("%w: %s = %d, want %s", ErrOptions, field, v, want)
+	}
+	switch {
+	case o.Layers <= 0:
+		return nil, bad("Layers", o.Layers, "> 0")
+	case o.KVHeads <= 0:
+		return nil, bad("KVHeads", o.KVHeads, "> 0")
+	case o.HeadDim <= 0:
+		return nil, bad("HeadDim", o.HeadDim, "> 0")
+	case o.PageTokens < 0:
+		return nil, bad("PageTokens", o.PageTokens, ">= 0")
+	case o.MaxTokens <= 0:
+		return nil, bad("MaxTokens", o.MaxTokens, "> 0")
+	case o.MaxSeqLen < 0:
+		return nil, bad("MaxSeqLen", o.MaxSeqLen, ">= 0")
+	case o.Window < 0:
+		return nil, bad("Window", o.Window, ">= 0")
+	case o.DType != tensor.F32:
+		return nil, fmt.Errorf("%w: DType = %v, only f32 pages are implemented", ErrOptions, o.DType)
+	}
+	if o.PageTokens == 0 {
+		o.PageTokens = defaultPageTokens
+	}
+	if o.MaxSeqLen == 0 || o.MaxSeqLen > o.MaxTokens {
+		o.MaxSeqLen = o.MaxTokens
+	}
+	const maxInt32 = 1<<31 - 1
+	if o.MaxTokens > maxInt32-o.PageTokens {
+		return nil, bad("MaxTokens", o.MaxTokens, "< 2^31")
+	}
+	rowF := o.KVHeads * o.HeadDim
+	if rowF > maxInt32/o.PageTokens {
+		return nil, fmt.Errorf("%w: page of %d tokens × %d floats is too large", ErrOptions, o.PageTokens, rowF)
+	}
+	pages := (o.MaxTokens + o.PageTokens - 1) / o.PageTokens
+	c := &Cache{
+		o:     o,
+		rowF:  rowF,
+		pageF: o.PageTokens * rowF,
+		pt:    int32(o.PageTokens),
+		k:     make([][][]float32, o.Layers),
+		v:     make([][][]float32, o.Layers),
+		ref:   make([]int32, pages),
+		free:  make([]int32, pages),
+		seqs:  make(map[int32]*seqState),
+	}
+	for l := range c.k {
+		c.k[l] = make([][]float32, pages)
+		c.v[l] = make([][]float32, pages)
+	}
+	// Pop order 0, 1, 2, … makes tests and traces easy to read.
+	for i := range c.free {
+		c.free[i] = int32(pages - 1 - i)
+	}
+	return c, nil
+}
+
+// Options returns the options with defaults filled in.
+func (c *Cache) Options() Options { return c.o }
+
+// BytesPerToken is the float32 storage of one token across all layers.
+func (c *Cache) BytesPerToken() int64 {
+	return Bytes(c.o.Layers, c.o.KVHeads, c.o.HeadDim, 1, 4)
+}
+
+// Len is the number of cached tokens of seq (0 for an unknown sequence). Rows of
+// a pass in flight are not counted until End.
+func (c *Cache) Len(seq int32) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.seqs[seq]; s != nil {
+		return s.len
+	}
+	return 0
+}
+
+// Stats returns a snapshot of the pool.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Stats{Pages: len(c.ref), PagesFree: len(c.free), Sequences: len(c.seqs), Passes: c.passes}
+	st.PagesInUse = st.Pages - st.PagesFree
+	for _, r := range c.ref {
+		if r > 1 {
+			st.PagesShared++
+		}
+	}
+	for _, s := range c.seqs {
+		st.Tokens += int(s.len)
+	}
+	return st
+}
+
+// pagesFor is how many pages n tokens occupy.
+func (c *Cache) pagesFor(n int32) int { return int((n + c.pt - 1) / c.pt) }
+
+// takePage pops a free page, allocating its buffers on first use. c.mu held.
+func (c *Cache) takePage() int32 {
+	p := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	c.ref[p] = 1
+	if c.k[0][p] == nil {
+		buf := make([]float32, 2*c.o.Layers*c.pageF)
+		for l := range c.k {
+			c.k[l][p] = buf[:c.pageF:c.pageF]
+			c.v[l][p] = buf[c.pageF : 2*c.pageF : 2*c.pageF]
+			buf = buf[2*c.pageF:]
+		}
+	}
+	return p
+}
+
+// release drops one reference to page p. c.mu held.
+func (c *Cache) release(p int32) {
+	c.ref[p]--
+	if c.ref[p] == 0 {
+		c.free = append(c.free, p)
+	}
+}
+
+// appendPage adds page p at the end of s. c.mu held.
+func (c *Cache) appendPage(s *seqState, p int32) {
+	s.pages = append(s.pages, p)
+	for l := range s.kp {
+		s.kp[l] = append(s.kp[l], c.k[l][p])
+		s.vp[l] = append(s.vp[l], c.v[l][p])
+	}
+}
+
+// setPage replaces the i-th page of s by p. c.mu held.
+func (c *Cache) setPage(s *seqState, i int, p int32) {
+	s.pages[i] = p
+	for l := range s.kp {
+		s.kp[l][i] = c.k[l][p]
+		s.vp[l][i] = c.v[l][p]
+	}
+}
+
+// shrink releases the pages of s past the first n. c.mu held.
+func (c *Cache) shrink(s *seqState, n int) {
+	for i := n; i < len(s.pages); i++ {
+		c.release(s.pages[i])
+	}
+	s.pages = s.pages[:n]
+	for l := range s.kp {
+		clear(s.kp[l][n:])
+		clear(s.vp[l][n:])
+		s.kp[l] = s.kp[l][:n]
+		s.vp[l] = s.vp[l][:n]
+	}
+}
+
+// unshare makes page i of s private, copying it if another sequence holds it.
+// The caller has checked that a free page exists. c.mu held.
+func (c *Cache) unshare(s *seqState, i int) {
+	old := s.pages[i]
+	if c.ref[old] == 1 {
+		return
+	}
+	p := c.takePage()
+	for l := range c.k {
+		copy(c.k[l][p], c.k[l][old])
+		copy(c.v[l][p], c.v[l][old])
+	}
+	c.ref[old]--
+	c.setPage(s, i, p)
+}
+
+// shared reports whether page i of s is held by another sequence. c.mu held.
+func (c *Cache) shared(s *seqState, i int) bool { return c.ref[s.pages[i]] > 1 }
+
+// newSeq creates the state of seq. c.mu held.
+func (c *Cache) newSeq(seq int32) *seqState {
+	s := &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), entry: -1}
+	c.seqs[seq] = s
+	return s
+}
+
+// drop releases every page of s and forgets it. c.mu held.
+func (c *Cache) drop(s *seqState) {
+	c.shrink(s, 0)
+	delete(c.seqs, s.id)
+}
+
+// Truncate rewinds seq to its first n tokens (rejected drafts) and frees the
+// whole pages past n. Truncating an unknown sequence to 0 is a no-op.
+func (c *Cache) Truncate(seq, n int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seqs[seq]
+	if s == nil {
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: truncate sequence %d to %d tokens: sequence is empty", ErrRange, seq, n)
+	}
+	if s.busy != nil {
+		return fmt.Errorf("%w: truncate sequence %d", ErrBusy, seq)
+	}
+	if n < 0 || n > s.len {
+		return fmt.Errorf("%w: truncate sequence %d to %d tokens, want 0..%d", ErrRange, seq, n, s.len)
+	}
+	s.len = n
+	s.lastValid = false
+	c.shrink(s, c.pagesFor(n))
+	return nil
+}
+
+// Fork makes dst share the first n tokens of src copy-on-write: dst's pages are
+// src's (refcounted) and whichever sequence later writes into a shared page
+// copies it first. Whatever dst held before is dropped. Fork itself copies no
+// K/V data and needs no free page.
+func (c *Cache) Fork(src, dst, n int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if src == dst {
+		return fmt.Errorf("%w: fork of sequence %d onto itself", ErrRange, src)
+	}
+	s := c.seqs[src]
+	var srcLen int32
+	if s != nil {
+		srcLen = s.len
+		if s.busy != nil {
+			return fmt.Errorf("%w: fork from sequence %d", ErrBusy, src)
+		}
+	}
+	if n < 0 || n > srcLen {
+		return fmt.Errorf("%w: fork %d tokens of sequence %d, want 0..%d", ErrRange, n, src, srcLen)
+	}
+	d := c.seqs[dst]
+	if d != nil && d.busy != nil {
+		return fmt.Errorf("%w: fork into sequence %d", ErrBusy, dst)
+	}
+	if d == nil {
+		d = c.newSeq(dst)
+	} else {
+		c.shrink(d, 0)
+	}
+	d.len = n
+	d.lastValid = false
+	for i := range c.pagesFor(n) {
+		p := s.pages[i]
+		c.ref[p]++
+		c.appendPage(d, p)
+	}
+	return nil
+}
+
+// Free drops a finished sequence and returns its pages to the pool. If a pass
+// over seq is in flight, the drop happens when that pass ends or aborts.
+func (c *Cache) Free(seq int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seqs[seq]
+	if s == nil {
+		return
+	}
+	if s.busy != nil {
+		s.freeing = true
+		return
+	}
+	c.drop(s)
+}
+
+// Commit keeps the accepted path of a draft tree. keep lists batch rows of the
+// last ended pass over seq, in ascending order (a root-to-leaf path is, because
+// a parent row precedes its children); their K/V move onto the linear history
+// right after the length seq had before that pass, and every other slot of that
+// pass is dropped. Afterwards Len(seq) = base + len(keep). An empty keep drops
+// the whole pass. Commit needs a free page only if a destination page is shared
+// with a fork, and then fails with ErrFull before changing anything.
+func (c *Cache) Commit(seq int32, keep []int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seqs[seq]
+	if s == nil {
+		return fmt.Errorf("%w: sequence %d has no state", ErrCommit, seq)
+	}
+	if s.busy != nil {
+		return fmt.Errorf("%w: commit sequence %d", ErrBusy, seq)
+	}
+	if !s.lastValid {
+		return fmt.Errorf("%w: sequence %d has no ended pass to commit (or it was truncated, forked into or committed since)", ErrCommit, seq)
+	}
+	base := s.lastBase
+	// Translate rows to slots, checking order and membership.
+	prev := int32(-1)
+	for i, row := range keep {
+		k := searchInt32(s.lastRows, row)
+		if k < 0 {
+			return fmt.Errorf("%w: keep[%d] = row %d is not a row of sequence %d in its last pass (rows %v)", ErrCommit, i, row, seq, s.lastRows)
+		}
+		if int32(k) <= prev {
+			return fmt.Errorf("%w: keep[%d] = row %d is not after keep[%d] = row %d", ErrCommit, i, row, i-1, keep[i-1])
+		}
+		prev = int32(k)
+	}
+	newLen := base + int32(len(keep))
+	// Destination slots [base, newLen) are written only where a row moves.
+	first := -1 // first kept index that moves
+	for i, row := range keep {
+		if searchInt32(s.lastRows, row) != i {
+			first = i
+			break
+		}
+	}
+	if first >= 0 {
+		lo, hi := int(base+int32(first))/int(c.pt), c.pagesFor(newLen)
+		need := 0
+		for i := lo; i < hi; i++ {
+			if c.shared(s, i) {
+				need++
+			}
+		}
+		if need > len(c.free) {
+			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, seq, need, len(c.free))
+		}
+		for i := lo; i < hi; i++ {
+			c.unshare(s, i)
+		}
+		rowF := c.rowF
+		for i := first; i < len(keep); i++ {
+			src := base + int32(searchInt32(s.lastRows, keep[i]))
+			dst := base + int32(i)
+			sp, so := src/c.pt, int(src%c.pt)*rowF
+			dp, do := dst/c.pt, int(dst%c.pt)*rowF
+			for l := range s.kp {
+				copy(s.kp[l][dp][do:do+rowF], s.kp[l][sp][so:so+rowF])
+				copy(s.vp[l][dp][do:do+rowF], s.vp[l][sp][so:so+rowF])
+			}
+		}
+	}
+	s.len = newLen
+	s.lastValid = false
+	c.shrink(s, c.pagesFor(newLen))
+	return nil
+}
+
+// searchInt32 returns the index of x in the ascending slice a, or -1.
+func searchInt32(a []int32, x int32) int {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m] < x {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(a) && a[lo] == x {
+		return lo
+	}
+	return -1
+}
