@@ -1,0 +1,15 @@
+package kernels
+
+// Test hooks for the external test package (kernels_test imports kernels/ref,
+// which imports kernels, so the comparison tests cannot live in package kernels).
+
+// PureGo reports the purego build tag.
+const PureGo = pureGo
+
+// SetParallelMinMACs changes the work threshold below which MatMul stays on
+// one thread and returns a func restoring it. Tests use 1 to force splitting.
+func SetParallelMinMACs(v int) (restore func()) {
+	old := parallelMinMACs
+	parallelMinMACs = v
+	return func() { parallelMinMACs = old }
+}

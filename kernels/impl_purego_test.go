@@ -1,0 +1,6 @@
+//go:build purego
+
+package kernels_test
+
+// wantImpl is the kernel set this build must dispatch to.
+const wantImpl = "generic"

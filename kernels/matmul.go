@@ -1,0 +1,108 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// Dispatch variables for the per-dtype matrix kernels. Each computes output
+// rows [lo,hi) of w for all n inputs:
+//
+//	// w: (rows, cols) in its dtype layout; x: (n, cols); dst: (n, rows)
+//	for r := lo; r < hi; r++ {
+//		for i := 0; i < n; i++ {
+//			var s float32
+//			for j := 0; j < cols; j++ {
+//				s += float32(W(r, j) * x[i*cols+j]) // W = tensor.DequantizeRow value
+//			}
+//			dst[i*rows+r] = s
+//		}
+//	}
+//
+// Fast paths may replace them from an init() in a build-tagged file.
+var (
+	matF32Impl  matKernel = matF32Generic
+	matF16Impl  matKernel = matF16Generic
+	matBF16Impl matKernel = matBF16Generic
+	matQ8_0Impl matKernel = matQ8_0Generic
+	matQ4_0Impl matKernel = matQ4_0Generic
+)
+
+// matKernel computes dst[i*rows+r] for r in [lo,hi), i in [0,n); w is the
+// whole weight's data.
+type matKernel func(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
+
+// parallelMinMACs is the least work (multiply-adds) worth handing to another
+// thread; below it the wake-up costs more than it saves. It only decides how
+// rows are split, never how one output is computed (tests lower it to force
+// small matrices across threads).
+var parallelMinMACs = 1 << 15
+
+// MatMul multiplies n input rows by the transpose of w:
+//
+//	// w: (Rows, Cols); x: (n, Cols) row-major; dst: (n, Rows) row-major
+//	dst[i*w.Rows+r] = Σ_j W(r, j) * x[i*w.Cols+j]   (float32, j ascending)
+//
+// where W(r, j) is the value tensor.DequantizeRow decodes. The result is
+// bit-identical to kernels/ref.MatMul for every n and pool size. p may be nil
+// (single-threaded). It panics if w fails Validate or a slice is too short.
+// It does not allocate.
+func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
+	if err := w.Validate(); err != nil {
+		panic(err)
+	}
+	if n < 0 || len(x) < n*w.Cols || len(dst) < n*w.Rows {
+		panic(fmt.Sprintf("kernels: MatMul: %d×%d weight, n=%d: len(x)=%d (want ≥%d), len(dst)=%d (want ≥%d)",
+			w.Rows, w.Cols, n, len(x), n*w.Cols, len(dst), n*w.Rows))
+	}
+	if n == 0 || w.Rows == 0 {
+		return
+	}
+	k := matKernelFor(w.DType)
+	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
+	if p == nil || p.threads == 1 || parts == 1 {
+		j := matJob{k: k, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+		j.run(0, w.Rows)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mat = matJob{k: k, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+	p.forLocked(w.Rows, parts, p.matFn)
+	p.mat = matJob{} // drop references to the caller's slices
+}
+
+// MatVec is MatMul with one input row: dst (w.Rows) = w · x (w.Cols).
+func MatVec(p *Pool, dst []float32, w Weight, x []float32) {
+	MatMul(p, dst, w, x, 1)
+}
+
+// matJob is one MatMul call, split by output row across a Pool.
+type matJob struct {
+	k             matKernel
+	dst, x        []float32
+	w             []byte
+	n, rows, cols int
+}
+
+func (j *matJob) run(lo, hi int) {
+	j.k(j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
+}
+
+// matKernelFor picks the dispatch variable for a dtype Validate accepted.
+func matKernelFor(t tensor.DType) matKernel {
+	switch t {
+	case tensor.F32:
+		return matF32Impl
+	case tensor.F16:
+		return matF16Impl
+	case tensor.BF16:
+		return matBF16Impl
+	case tensor.Q8_0:
+		return matQ8_0Impl
+	case tensor.Q4_0:
+		return matQ4_0Impl
+	}
+	panic("kernels: MatMul: unsupported dtype " + t.String())
+}

@@ -1,0 +1,26 @@
+package kernels
+
+import "math"
+
+// ropeAngle is the shared float recipe (see RoPE).
+func ropeAngle(pos int32, i, ropeDim int, base float32) (cos, sin float32) {
+	freq := 1 / float32(math.Pow(float64(base), float64(float32(i)/float32(ropeDim))))
+	val := float32(pos) * freq
+	return float32(math.Cos(float64(val))), float32(math.Sin(float64(val)))
+}
+
+func ropeGeneric(x []float32, pos int32, heads, headDim, ropeDim int, base float32, style RopeStyle) {
+	for i := 0; i < ropeDim; i += 2 {
+		fcr, fci := ropeAngle(pos, i, ropeDim, base)
+		a, b := i, i+1
+		if style == RopeHalf {
+			a, b = i/2, i/2+ropeDim/2
+		}
+		for h := 0; h < heads; h++ {
+			v := x[h*headDim : (h+1)*headDim]
+			v0, v1 := v[a], v[b]
+			v[a] = float32(v0*fcr) - float32(v1*fci)
+			v[b] = float32(v0*fci) + float32(v1*fcr)
+		}
+	}
+}
