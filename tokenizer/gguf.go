@@ -1,0 +1,223 @@
+package tokenizer
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/sluicehq/sluice/format/gguf"
+)
+
+// The GGUF tokenizer keys (llama.cpp gguf-py constants).
+const (
+	keyModel          = "tokenizer.ggml.model"
+	keyPre            = "tokenizer.ggml.pre"
+	keyTokens         = "tokenizer.ggml.tokens"
+	keyScores         = "tokenizer.ggml.scores"
+	keyTokenType      = "tokenizer.ggml.token_type"
+	keyMerges         = "tokenizer.ggml.merges"
+	keyBOS            = "tokenizer.ggml.bos_token_id"
+	keyEOS            = "tokenizer.ggml.eos_token_id"
+	keyUnk            = "tokenizer.ggml.unknown_token_id"
+	keyAddBOS         = "tokenizer.ggml.add_bos_token"
+	keyAddEOS         = "tokenizer.ggml.add_eos_token"
+	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
+)
+
+// FromGGUF builds the tokenizer stored in a GGUF file's metadata:
+// tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE. Other models,
+// and byte-level BPE pre-tokenizers (tokenizer.ggml.pre) not listed by
+// PreTokenizers, are ErrUnsupported; a missing or mistyped required key is ErrMissingKey;
+// every error names f.Path and the key.
+//
+// Required: model and tokens, plus scores for "llama" and merges for "gpt2".
+// Optional: token_type (default: inferred from the special ids and, for
+// "llama", "<0xXX>" pieces), bos/eos/unknown_token_id (defaults 1/2/0 for
+// "llama" as in SentencePiece, none for "gpt2"; 0xFFFFFFFF means none),
+// add_bos_token (default true for "llama" and Llama 3 style "gpt2", false
+// for other "gpt2"), add_eos_token
+// (default false) and add_space_prefix (default true).
+func FromGGUF(f *gguf.File) (Tokenizer, error) {
+	if f == nil {
+		return nil, fmt.Errorf("tokenizer: FromGGUF: nil file: %w", ErrMissingKey)
+	}
+	m := ggufMeta{f: f, name: f.Path}
+	model, err := m.str(keyModel)
+	if err != nil {
+		return nil, err
+	}
+	if model != "llama" && model != "gpt2" {
+		return nil, fmt.Errorf("tokenizer: %s: %s is %q; supported are \"llama\" (SentencePiece) and \"gpt2\" (byte-level BPE): %w", m.name, keyModel, model, ErrUnsupported)
+	}
+	tokens, err := m.strs(keyTokens)
+	if err != nil {
+		return nil, err
+	}
+	n := len(tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("tokenizer: %s: %s is empty: %w", m.name, keyTokens, ErrFormat)
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("tokenizer: %s: %s has %d entries, more than int32 ids can address: %w", m.name, keyTokens, n, ErrFormat)
+	}
+	spm := model == "llama"
+	defBOS, defEOS, defUnk := int32(-1), int32(-1), int32(-1)
+	if spm {
+		defBOS, defEOS, defUnk = 1, 2, 0
+	}
+	bos, err := m.id(keyBOS, defBOS, n)
+	if err != nil {
+		return nil, err
+	}
+	eos, err := m.id(keyEOS, defEOS, n)
+	if err != nil {
+		return nil, err
+	}
+	unk, err := m.id(keyUnk, defUnk, n)
+	if err != nil {
+		return nil, err
+	}
+	types, err := m.types(n)
+	if err != nil {
+		return nil, err
+	}
+	if types == nil {
+		types = inferTypes(tokens, bos, eos, unk, spm)
+	}
+	pre, _ := m.f.String(keyPre)
+	preTok, knownPre := preTokenizers[pre]
+	if !spm && !knownPre {
+		return nil, fmt.Errorf("tokenizer: %s: %s %q is not implemented (have %s): %w", m.name, keyPre, pre, strings.Join(PreTokenizers(), ", "), ErrUnsupported)
+	}
+	addBOS, err := m.boolean(keyAddBOS, spm || preTok.addBOS)
+	if err != nil {
+		return nil, err
+	}
+	addEOS, err := m.boolean(keyAddEOS, false)
+	if err != nil {
+		return nil, err
+	}
+
+	var t Tokenizer
+	if spm {
+		scores, ok := f.Float32s(keyScores)
+		if err := m.need(keyScores, ok, "float32 array"); err != nil {
+			return nil, err
+		}
+		if len(scores) != n {
+			return nil, fmt.Errorf("tokenizer: %s: %s has %d entries but %s has %d: %w", m.name, keyScores, len(scores), keyTokens, n, ErrFormat)
+		}
+		prefix, err := m.boolean(keyAddSpacePrefix, true)
+		if err != nil {
+			return nil, err
+		}
+		t, err = NewSPM(SPMOptions{
+			Pieces: tokens, Scores: scores, Types: types,
+			BOS: bos, EOS: eos, Unk: unk,
+			EscapeSpaces: true, NoSpacePrefix: !prefix,
+			AddBOS: addBOS, AddEOS: addEOS,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", m.name, err)
+		}
+		return t, nil
+	}
+
+	merges, err := m.strs(keyMerges)
+	if err != nil {
+		return nil, err
+	}
+	t, err = NewBPE(BPEOptions{
+		Pieces: tokens, Types: types, Merges: merges, Pre: pre,
+		BOS: bos, EOS: eos, Unk: unk,
+		AddBOS: addBOS, AddEOS: addEOS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %s: %w", m.name, keyMerges, err)
+	}
+	return t, nil
+}
+
+// ggufMeta reads tokenizer keys with errors that name the file and key.
+type ggufMeta struct {
+	f    *gguf.File
+	name string
+}
+
+// need turns a failed typed lookup into an error saying whether the key is
+// absent or has another type.
+func (m ggufMeta) need(key string, ok bool, want string) error {
+	if ok {
+		return nil
+	}
+	if v, present := m.f.Get(key); present {
+		return fmt.Errorf("tokenizer: %s: key %s holds %T, expected %s: %w", m.name, key, v, want, ErrMissingKey)
+	}
+	return fmt.Errorf("tokenizer: %s: missing key %s (%s): %w", m.name, key, want, ErrMissingKey)
+}
+
+func (m ggufMeta) str(key string) (string, error) {
+	s, ok := m.f.String(key)
+	return s, m.need(key, ok, "string")
+}
+
+func (m ggufMeta) strs(key string) ([]string, error) {
+	s, ok := m.f.Strings(key)
+	return s, m.need(key, ok, "string array")
+}
+
+// boolean reads an optional bool.
+func (m ggufMeta) boolean(key string, def bool) (bool, error) {
+	if _, present := m.f.Get(key); !present {
+		return def, nil
+	}
+	b, ok := m.f.Bool(key)
+	return b, m.need(key, ok, "bool")
+}
+
+// id reads an optional token id; -1, 0xFFFFFFFF and 0xFFFFFFFFFFFFFFFF mean
+// "none" (converters write all three).
+func (m ggufMeta) id(key string, def int32, n int) (int32, error) {
+	if _, present := m.f.Get(key); !present {
+		if int(def) >= n {
+			def = -1
+		}
+		return def, nil
+	}
+	if i, ok := m.f.Int(key); ok && (i == -1 || i == math.MaxUint32) {
+		return -1, nil
+	}
+	u, ok := m.f.Uint(key)
+	if err := m.need(key, ok, "non-negative integer"); err != nil {
+		return 0, err
+	}
+	if u == math.MaxUint64 {
+		return -1, nil
+	}
+	if u >= uint64(n) {
+		return 0, fmt.Errorf("tokenizer: %s: %s is %d, outside the %d-token vocabulary: %w", m.name, key, u, n, ErrFormat)
+	}
+	return int32(u), nil
+}
+
+// types reads the optional token_type array (nil when absent).
+func (m ggufMeta) types(n int) ([]TokenType, error) {
+	if _, present := m.f.Get(keyTokenType); !present {
+		return nil, nil
+	}
+	raw, ok := m.f.Int32s(keyTokenType)
+	if err := m.need(keyTokenType, ok, "int32 array"); err != nil {
+		return nil, err
+	}
+	if len(raw) != n {
+		return nil, fmt.Errorf("tokenizer: %s: %s has %d entries but %s has %d: %w", m.name, keyTokenType, len(raw), keyTokens, n, ErrFormat)
+	}
+	types := make([]TokenType, n)
+	for i, r := range raw {
+		if r < int32(TypeUndefined) || r > int32(TypeByte) {
+			return nil, fmt.Errorf("tokenizer: %s: %s[%d] is %d, expected 0..6: %w", m.name, keyTokenType, i, r, ErrFormat)
+		}
+		types[i] = TokenType(r)
+	}
+	return types, nil
+}
