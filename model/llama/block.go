@@ -102,20 +102,13 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
 
-	// Attention, one run of consecutive rows of the same sequence at a time.
+	// Attention, one run of consecutive rows of one sequence at a time.
 	att := st.Scratch(sAtt, n*qd)
-	mask := st.Mask
-	for lo := 0; lo < n; {
-		seq := st.Batch.Seq[lo]
-		hi := lo + 1
-		for hi < n && st.Batch.Seq[hi] == seq {
-			hi++
-		}
-		kv := layer.View(seq)
-		sub := subMask(mask, lo, hi)
-		scores := st.Scratch(sScores, kernels.AttentionScratch(kv, hi-lo))
-		kernels.Attention(att[lo*qd:hi*qd], q[lo*qd:hi*qd], hi-lo, kv, &sub, m.attnShape(), scores)
-		lo = hi
+	for _, run := range st.KV.Runs() {
+		kv := layer.View(run.Seq)
+		lo, hi := run.Start, run.Start+run.Rows
+		scores := st.Scratch(sScores, kernels.AttentionScratch(kv, run.Rows))
+		kernels.Attention(att[lo*qd:hi*qd], q[lo*qd:hi*qd], run.Rows, kv, run.Mask, m.attnShape(), scores)
 	}
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
@@ -149,13 +142,4 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	kernels.MatMul(m.pool, xb, wd, hb, n)
 	kernels.Add(x, xb)
 	return nil
-}
-
-// subMask is rows [lo,hi) of m, sharing its storage.
-func subMask(m *kernels.Mask, lo, hi int) kernels.Mask {
-	s := kernels.Mask{Lo: m.Lo[lo:hi], Hi: m.Hi[lo:hi]}
-	if m.Tree != nil {
-		s.Tree, s.TreeBase = m.Tree[lo:hi], m.TreeBase[lo:hi]
-	}
-	return s
 }

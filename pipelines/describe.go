@@ -1,0 +1,118 @@
+package pipelines
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+)
+
+// Describe prints what the pipeline would build: its settings, the model
+// options with their defaults spelled out, and each stage with its buffer,
+// workers and every params value (defaults included), then the feedback edge.
+// `sluice validate` prints this. Kind descriptions come from Default.
+func (p *Pipeline) Describe(w io.Writer) {
+	fmt.Fprintf(w, "pipeline %q from %s\n", p.Name, p.Source)
+	if p.Description != "" {
+		fmt.Fprintf(w, "  %s\n", p.Description)
+	}
+	if p.Timeout > 0 {
+		fmt.Fprintf(w, "timeout: %s per request\n", p.Timeout)
+	} else {
+		fmt.Fprintln(w, "timeout: none")
+	}
+
+	m := p.Model
+	fmt.Fprintln(w, "model:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  path\t%s\n", orDefault(m.Path, "(not set: give one on the command line)"))
+	fmt.Fprintf(tw, "  tokenizer\t%s\n", orDefault(m.Tokenizer, "(not set: from the model file)"))
+	fmt.Fprintf(tw, "  tier\t%s\n", orDefault(m.Tier, TierMmap+" (default)"))
+	fmt.Fprintf(tw, "  threads\t%s\n", intOrDefault(m.Threads, "GOMAXPROCS"))
+	fmt.Fprintf(tw, "  context\t%s\n", intOrDefault(m.Context, "the model's context length"))
+	fmt.Fprintf(tw, "  page_tokens\t%s\n", intOrDefault(m.PageTokens, "the KV cache's default"))
+	tw.Flush()
+
+	chain := ""
+	if p.Chain != "" {
+		chain = fmt.Sprintf(" (chain %q)", p.Chain)
+	}
+	fmt.Fprintf(w, "stages%s:\n", chain)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tid\tkind\tbuffer\tworkers\tparams")
+	for i, s := range p.Stages {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%d\t%s\n", i+1, s.ID, s.Kind, s.Buffer, s.Workers, formatParams(s.Params))
+	}
+	tw.Flush()
+	for _, s := range p.Stages {
+		if k, ok := Default.Lookup(s.Kind); ok && k.Doc != "" {
+			fmt.Fprintf(w, "  %s: %s\n", s.ID, k.Doc)
+		}
+	}
+	if smp, ok := p.StageOfKind(KindSample); ok {
+		if sch, ok := p.StageOfKind(KindScheduler); ok {
+			fmt.Fprintf(w, "feedback: %s → %s (next tokens; at most max_in_flight sequences in the loop)\n", smp.ID, sch.ID)
+		}
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func intOrDefault(n int, def string) string {
+	if n == 0 {
+		return def
+	}
+	return fmt.Sprint(n)
+}
+
+// formatParams renders a params struct as "key=value ..." in field order,
+// using the toml keys; a nil pointer field prints as "unset".
+func formatParams(params any) string {
+	if params == nil {
+		return "-"
+	}
+	v := reflect.ValueOf(params)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "-"
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return fmt.Sprint(params)
+	}
+	var parts []string
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fv := v.Field(i)
+		val := "unset"
+		if fv.Kind() == reflect.Pointer {
+			if !fv.IsNil() {
+				val = fmt.Sprint(fv.Elem().Interface())
+			}
+		} else {
+			val = fmt.Sprint(fv.Interface())
+		}
+		parts = append(parts, name+"="+val)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,211 @@
+package pipelines
+
+import (
+	"fmt"
+	"math"
+)
+
+// Built-in stage kinds.
+const (
+	KindTokenize          = "tokenize"
+	KindScheduler         = "scheduler"
+	KindEmbed             = "embed"
+	KindTransformerLayers = "transformer_layers"
+	KindHead              = "head"
+	KindSample            = "sample"
+	KindDetokenize        = "detokenize"
+)
+
+// ChainSample is the name of the built-in chain: plain autoregressive
+// decoding with a sampler.
+const ChainSample = "sample"
+
+// ParamError reports one bad params value. A params Validate method returns
+// it (or several, joined) so the loader can point at the key's line.
+type ParamError struct {
+	Key string // the TOML key inside [stage.params], e.g. "top_p"
+	Msg string // what is wrong, e.g. "1.5 is greater than 1"
+}
+
+func (e *ParamError) Error() string { return e.Key + ": " + e.Msg }
+
+// TokenizeParams configures the tokenize stage.
+type TokenizeParams struct {
+	// AddBOS prepends the beginning-of-sequence token, as llama2.c and
+	// llama.cpp do for Llama-family prompts. Default true.
+	AddBOS bool `toml:"add_bos"`
+}
+
+// DefaultTokenizeParams returns the tokenize defaults.
+func DefaultTokenizeParams() *TokenizeParams { return &TokenizeParams{AddBOS: true} }
+
+// SchedulerParams configures continuous batching.
+type SchedulerParams struct {
+	// MaxInFlight bounds the sequences inside the decode loop at once; the
+	// bound is what keeps the feedback loop from deadlocking. ≥ 1, default 4.
+	MaxInFlight int `toml:"max_in_flight"`
+	// PrefillChunk is the most prompt tokens one micro-batch carries for a
+	// sequence, so a long prompt does not stall the others. ≥ 1, default 64.
+	PrefillChunk int `toml:"prefill_chunk"`
+	// MaxNewTokens caps generated tokens per request; 0 = until EOS or the
+	// context is full. ≥ 0, default 256.
+	MaxNewTokens int `toml:"max_new_tokens"`
+	// StopAtEOS ends a sequence when the model emits its end-of-sequence
+	// token. Default true.
+	StopAtEOS bool `toml:"stop_at_eos"`
+}
+
+// DefaultSchedulerParams returns the scheduler defaults.
+func DefaultSchedulerParams() *SchedulerParams {
+	return &SchedulerParams{MaxInFlight: 4, PrefillChunk: 64, MaxNewTokens: 256, StopAtEOS: true}
+}
+
+// Validate checks the ranges documented on the fields.
+func (p *SchedulerParams) Validate() error {
+	return firstErr(
+		atLeast("max_in_flight", p.MaxInFlight, 1),
+		atLeast("prefill_chunk", p.PrefillChunk, 1),
+		atLeast("max_new_tokens", p.MaxNewTokens, 0),
+	)
+}
+
+// TransformerLayersParams configures the transformer blocks. The one
+// transformer_layers entry expands to one stage per block when the graph is
+// built, because the number of blocks comes from the model.
+type TransformerLayersParams struct {
+	// PrefetchAhead is how many layers ahead of a batch the prefetch stage
+	// asks the weight store to load; 0 disables prefetch. ≥ 0, default 1.
+	PrefetchAhead int `toml:"prefetch_ahead"`
+}
+
+// DefaultTransformerLayersParams returns the transformer_layers defaults.
+func DefaultTransformerLayersParams() *TransformerLayersParams {
+	return &TransformerLayersParams{PrefetchAhead: 1}
+}
+
+// Validate checks the ranges documented on the fields.
+func (p *TransformerLayersParams) Validate() error {
+	return atLeast("prefetch_ahead", p.PrefetchAhead, 0)
+}
+
+// SampleParams configures the sampler. The defaults are llama.cpp's and
+// ollama's (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05), so a file that
+// only names the kind samples the way users of those tools expect; the greedy
+// preset sets temperature = 0.
+type SampleParams struct {
+	// Temperature divides the logits; 0 = greedy (argmax). ≥ 0, default 0.8.
+	Temperature float64 `toml:"temperature"`
+	// TopK keeps the k most likely tokens; 0 = off. ≥ 0, default 40.
+	TopK int `toml:"top_k"`
+	// TopP keeps the smallest set whose probability reaches p; 0 or 1 = off.
+	// In [0, 1], default 0.95.
+	TopP float64 `toml:"top_p"`
+	// MinP drops tokens less likely than min_p times the most likely one;
+	// 0 = off. In [0, 1], default 0.05.
+	MinP float64 `toml:"min_p"`
+	// RepeatPenalty divides positive logits (multiplies negative ones) of
+	// recently seen tokens; 1 = off. > 0, default 1.
+	RepeatPenalty float64 `toml:"repeat_penalty"`
+	// RepeatLastN is how many recent tokens the penalty looks at; 0 = off.
+	// ≥ 0, default 64.
+	RepeatLastN int `toml:"repeat_last_n"`
+	// Seed keys the sampler's random generator. nil means the file did not
+	// give one: the CLI then picks a seed and logs it, so every run can be
+	// reproduced. TOML integers are signed, so seeds ≥ 2⁶³ cannot be written.
+	Seed *uint64 `toml:"seed"`
+}
+
+// DefaultSampleParams returns the sample defaults (Seed nil: not given).
+func DefaultSampleParams() *SampleParams {
+	return &SampleParams{
+		Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05,
+		RepeatPenalty: 1, RepeatLastN: 64,
+	}
+}
+
+// Validate checks the ranges documented on the fields.
+func (p *SampleParams) Validate() error {
+	var seedErr error
+	// BurntSushi stores a negative TOML integer into a uint64 as its two's
+	// complement; no non-negative TOML integer reaches 2⁶³.
+	if p.Seed != nil && *p.Seed > math.MaxInt64 {
+		seedErr = &ParamError{Key: "seed", Msg: fmt.Sprintf("%d is negative; want an integer ≥ 0", int64(*p.Seed))}
+	}
+	return firstErr(
+		floatIn("temperature", p.Temperature, 0, math.Inf(1), false),
+		atLeast("top_k", p.TopK, 0),
+		floatIn("top_p", p.TopP, 0, 1, true),
+		floatIn("min_p", p.MinP, 0, 1, true),
+		positive("repeat_penalty", p.RepeatPenalty),
+		atLeast("repeat_last_n", p.RepeatLastN, 0),
+		seedErr,
+	)
+}
+
+func atLeast(key string, v, lo int) error {
+	if v < lo {
+		return &ParamError{Key: key, Msg: fmt.Sprintf("%d is less than %d", v, lo)}
+	}
+	return nil
+}
+
+// floatIn checks lo ≤ v (≤ hi when closed, else any finite v); NaN and ±Inf
+// are always rejected, since TOML can spell them (nan, inf).
+func floatIn(key string, v, lo, hi float64, closed bool) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return &ParamError{Key: key, Msg: fmt.Sprintf("%v is not a finite number", v)}
+	case v < lo:
+		return &ParamError{Key: key, Msg: fmt.Sprintf("%g is less than %g", v, lo)}
+	case closed && v > hi:
+		return &ParamError{Key: key, Msg: fmt.Sprintf("%g is greater than %g", v, hi)}
+	}
+	return nil
+}
+
+func positive(key string, v float64) error {
+	if err := floatIn(key, v, 0, 0, false); err != nil {
+		return err
+	}
+	if v == 0 {
+		return &ParamError{Key: key, Msg: "0 is not allowed; want a number > 0 (1 = off)"}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Builtin returns a new registry holding the built-in kinds and the "sample"
+// chain. Default is one such registry; tests and embedders that add kinds
+// should start from their own Builtin() so Default stays untouched.
+func Builtin() *Registry {
+	r := &Registry{}
+	for _, k := range []Kind{
+		{Name: KindTokenize, Doc: "text to token ids", Stateless: true,
+			NewParams: func() any { return DefaultTokenizeParams() }},
+		{Name: KindScheduler, Doc: "admits prompts in prefill chunks, batches active sequences, retires finished ones",
+			NewParams: func() any { return DefaultSchedulerParams() }},
+		{Name: KindEmbed, Doc: "token ids to hidden states"},
+		{Name: KindTransformerLayers, Doc: "one stage per transformer block (count from the model), with weight prefetch",
+			NewParams: func() any { return DefaultTransformerLayersParams() }},
+		{Name: KindHead, Doc: "final norm and output projection to logits"},
+		{Name: KindSample, Doc: "picks the next token; feeds it back to the scheduler",
+			NewParams: func() any { return DefaultSampleParams() }},
+		{Name: KindDetokenize, Doc: "token ids to text"},
+	} {
+		r.MustRegister(k)
+	}
+	if err := r.RegisterChain(Chain{Name: ChainSample, Kinds: []string{
+		KindTokenize, KindScheduler, KindEmbed, KindTransformerLayers, KindHead, KindSample, KindDetokenize,
+	}}); err != nil {
+		panic(err) // the built-in table is constant; reaching this is a bug in this file
+	}
+	return r
+}

@@ -1,0 +1,156 @@
+// Package pipelines reads pipeline files: TOML documents that declare one
+// generation graph as a chain of stages (tokenize → scheduler → embed →
+// transformer_layers → head → sample → detokenize), the model to run and a
+// per-request timeout. Parse, Load and Preset guarantee that what they return
+// is complete and valid, so a bad file fails before any model is loaded;
+// Build (build.go) then wires the stages into a graph.
+//
+// The loader is strict. Every key must be known: a misspelled "top_pp" is an
+// error naming the stage id, the key and its line, never a silently ignored
+// setting. BurntSushi/toml's MetaData.Undecoded cannot give that on its own:
+// its keys carry no array index ("stage.params.top_k" for every stage), so a
+// key that is valid in one stage hides the same key misplaced in another, and
+// it matches struct fields case-insensitively. The loader therefore decodes the
+// document once into toml.Primitive values, decodes each stage's params with
+// MetaData.PrimitiveDecode into the struct its kind registered, and checks the
+// keys of every stage and table itself, exactly and per element.
+//
+// Stage kinds and the orders they may appear in are data in a Registry, so
+// later kinds (draft_tree, verify, beam) are added by registering them, and
+// tests can build their own registry without touching Default.
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Every *Error unwraps to exactly one of them (and to the
+// underlying TOML error, when there is one).
+var (
+	// ErrSyntax: the file is not valid TOML.
+	ErrSyntax = errors.New("pipelines: syntax error")
+	// ErrUnknownKey: a key the schema does not have (often a typo).
+	ErrUnknownKey = errors.New("pipelines: unknown key")
+	// ErrUnknownKind: a stage kind that is not registered.
+	ErrUnknownKind = errors.New("pipelines: unknown stage kind")
+	// ErrDuplicateID: two stages share an id.
+	ErrDuplicateID = errors.New("pipelines: duplicate stage id")
+	// ErrStageOrder: required kinds are missing, repeated or out of order.
+	ErrStageOrder = errors.New("pipelines: bad stage order")
+	// ErrInvalid: a value of the wrong type or out of range, or a missing
+	// required key.
+	ErrInvalid = errors.New("pipelines: invalid value")
+	// ErrDuplicateKind: Register was called twice for one kind name (or a
+	// chain name).
+	ErrDuplicateKind = errors.New("pipelines: duplicate kind")
+	// ErrUnknownPreset: Preset was given a name with no embedded file.
+	ErrUnknownPreset = errors.New("pipelines: unknown preset")
+)
+
+// Error is one problem at one place in one pipeline file. Parse returns a
+// single *Error, or several joined with errors.Join (in line order) when the
+// file has more than one problem; errors.AsType[*Error] finds the first.
+type Error struct {
+	Source string // file path, or "<preset greedy>"
+	Line   int    // 1-based; 0 when unknown
+	Col    int    // 1-based; 0 when unknown (set for syntax errors)
+	Stage  string // id of the stage concerned; "" for file-level problems
+	Msg    string // what was found and what was expected
+	Kind   error  // one of the ErrXxx sentinels
+	Cause  error  // the underlying TOML error, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("pipelines: ")
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Col > 0 {
+			fmt.Fprintf(&b, ":%d", e.Col)
+		}
+	}
+	b.WriteString(": ")
+	if e.Stage != "" {
+		fmt.Fprintf(&b, "stage %q: ", e.Stage)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap exposes the sentinel and the TOML cause to errors.Is / errors.AsType.
+func (e *Error) Unwrap() []error {
+	var errs []error
+	if e.Kind != nil {
+		errs = append(errs, e.Kind)
+	}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
+}
+
+// Pipeline is a validated pipeline file.
+type Pipeline struct {
+	Name        string
+	Description string
+	Timeout     time.Duration // per request; 0 = none
+	Model       ModelSpec
+	Stages      []Stage // in file order, which is the order of the chain
+	Chain       string  // name of the registered chain the stages follow ("sample")
+	Source      string  // file path, or "<preset greedy>"
+}
+
+// ModelSpec is the [model] table. Every field is optional, because CLI flags
+// override them; the zero value of each means "not given" and the
+// documented default applies.
+type ModelSpec struct {
+	// Path is a .gguf file or a llama2.c .bin checkpoint. Load makes a
+	// relative path relative to the pipeline file's directory.
+	Path string
+	// Tokenizer is the llama2.c tokenizer.bin a .bin checkpoint needs
+	// (GGUF files carry their own). Resolved like Path.
+	Tokenizer string
+	// Tier is where weights live: "mmap" (default) or "ram".
+	Tier string
+	// Threads for the kernels; 0 = GOMAXPROCS.
+	Threads int
+	// Context is the KV capacity in tokens per sequence; 0 = the model's
+	// context length.
+	Context int
+	// PageTokens is the KV page size in tokens; 0 = the KV cache's default.
+	PageTokens int
+}
+
+// Tiers a ModelSpec may name.
+const (
+	TierMmap = "mmap"
+	TierRAM  = "ram"
+)
+
+// Stage is one [[stage]] entry.
+type Stage struct {
+	ID      string // unique within the pipeline
+	Kind    string // a registered kind, e.g. "sample"
+	Buffer  int    // capacity of the stage's output channel, ≥ 1 (default 1)
+	Workers int    // parallel Process loops, ≥ 1 (default 1); > 1 only for stateless kinds
+	// Params is the kind's params struct, decoded over its defaults:
+	// *TokenizeParams, *SchedulerParams, *TransformerLayersParams,
+	// *SampleParams, or nil for kinds without params (embed, head,
+	// detokenize).
+	Params any
+	Line   int // line of the stage's [[stage]] header; 0 if unknown
+}
+
+// StageOfKind returns the first stage of the given kind.
+func (p *Pipeline) StageOfKind(kind string) (*Stage, bool) {
+	for i := range p.Stages {
+		if p.Stages[i].Kind == kind {
+			return &p.Stages[i], true
+		}
+	}
+	return nil, false
+}
