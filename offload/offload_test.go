@@ -1,0 +1,108 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+func writeFile(t *testing.T, data []byte) string {
+	p := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Both tiers serve the same bytes; tensors out of range are refused at Open.
+func TestTiers(t *testing.T) {
+	data := make([]byte, 4096)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	path := writeFile(t, data)
+	infos := []tensor.Info{
+		{Name: "a", DType: tensor.F32, Shape: []int{2, 4}, Offset: 32, Size: 32},
+		{Name: "b", DType: tensor.Q8_0, Shape: []int{1, 32}, Offset: 1000, Size: 34},
+	}
+	for _, tier := range []Tier{Mmap, RAM} {
+		t.Run(tier.String(), func(t *testing.T) {
+			var progress int64
+			s, err := Open(context.Background(), Options{Files: []File{{Path: path, Tensors: infos}}, Tier: tier,
+				Progress: func(done, total int64) { progress = done }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if progress != int64(len(data)) {
+				t.Errorf("progress ended at %d, want %d", progress, len(data))
+			}
+			for _, in := range infos {
+				r, ok := s.Lookup(in.Name)
+				if !ok || r.Rows()*r.Cols() != int(in.Elements()) {
+					t.Fatalf("lookup %s: %+v %v", in.Name, r, ok)
+				}
+				p, err := s.Acquire(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(p.Bytes(), data[in.Offset:in.Offset+in.Size]) {
+					t.Errorf("%s: wrong bytes", in.Name)
+				}
+				p.Release()
+				p.Release() // idempotent
+			}
+			if _, ok := s.Lookup("nope"); ok {
+				t.Error("found a tensor that is not there")
+			}
+			s.Prefetch(infos2refs(s, "a")...)
+			if st := s.Stats(); st.Acquires != 2 || st.PrefetchHint != 1 {
+				t.Errorf("stats %+v", st)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := s.Lookup("a")
+			if _, err := s.Acquire(context.Background(), r); !errors.Is(err, ErrClosed) {
+				t.Errorf("acquire after close: %v", err)
+			}
+		})
+	}
+}
+
+func infos2refs(s Store, names ...string) []Ref {
+	var r []Ref
+	for _, n := range names {
+		x, _ := s.Lookup(n)
+		r = append(r, x)
+	}
+	return r
+}
+
+func TestOpenErrors(t *testing.T) {
+	path := writeFile(t, make([]byte, 100))
+	for _, tc := range []struct {
+		name  string
+		files []File
+		want  string
+	}{
+		{"past end", []File{{Path: path, Tensors: []tensor.Info{{Name: "x", Offset: 90, Size: 20}}}}, `tensor "x" at offset 90 size 20 runs past the end`},
+		{"duplicate", []File{{Path: path, Tensors: []tensor.Info{{Name: "x", Size: 4}, {Name: "x", Size: 4}}}}, `"x" appears twice`},
+		{"missing", []File{{Path: path + ".nope"}}, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(context.Background(), Options{Files: tc.files})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseTier("ssd"); err == nil {
+		t.Error("ParseTier accepted ssd (not built yet)")
+	}
+}
