@@ -27,7 +27,7 @@ type Request struct {
 	ID           string
 	Index        uint64 // request number r: the keyed RNG draws (seed, r, t)
 	Prompt       string
-	Tokens       []int32 // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
+	Tokens       []int32         // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
 	MaxNewTokens int             // 0 = Options.MaxNewTokens
 	Sampling     *sample.Options // nil = Options.Sampling
 }
