@@ -26,6 +26,8 @@ demo: build
 	fi
 
 test:
+	@if [ -d $(SHARED)/stories260K ]; then echo "real-model tests: $(SHARED) present, running them"; \
+	else echo "real-model tests: $(SHARED) absent, they skip (see -v for each)"; fi
 	$(GO) test -count=1 $(PKGS)
 
 test-purego:

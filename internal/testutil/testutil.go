@@ -5,14 +5,25 @@ package testutil
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
-// Root is the repository root (the directory holding go.mod).
+// Root is the repository root: the nearest directory above the test's
+// working directory (its package directory) that holds go.mod. It does not
+// use runtime.Caller, whose paths -trimpath rewrites.
 func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic("testutil: no go.mod above " + dir)
+		}
+	}
 }
 
 // Models returns ../shared/models beside the clone, or skips the test with a
