@@ -119,7 +119,7 @@ func DequantizeRow(dst []float32, src []byte, t DType, n int) {
 }
 
 // QuantizeRowQ8_0 encodes n float32 values (n a multiple of 32) as llama.cpp's
-// quantize_row_q8_0_ref does: d = absmax/127, q = round(x/d).
+// quantize_row_q8_0_ref does: d = absmax/127, q = roundf(x/d) (ties away from zero).
 func QuantizeRowQ8_0(dst []byte, src []float32) {
 	for b := 0; b < len(src)/QK8_0; b++ {
 		x := src[b*QK8_0 : (b+1)*QK8_0]
@@ -135,7 +135,7 @@ func QuantizeRowQ8_0(dst []byte, src []float32) {
 		blk := dst[b*Q8_0BlockLen:]
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		for j, v := range x {
-			blk[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
+			blk[2+j] = byte(int8(math.Round(float64(v * id)))) // roundf: ties away from zero
 		}
 	}
 }

@@ -107,3 +107,15 @@ func TestRowBytes(t *testing.T) {
 		t.Error("ParseDType accepted q5_k")
 	}
 }
+
+// llama.cpp rounds Q8_0 ties away from zero (roundf), not to even.
+func TestQ8_0TiesAwayFromZero(t *testing.T) {
+	src := make([]float32, 32)
+	src[0] = 127.0 / 16 // sets d = 1/16 exactly
+	src[1], src[2] = 2.5/16, -2.5/16
+	q := make([]byte, Q8_0BlockLen)
+	QuantizeRowQ8_0(q, src)
+	if int8(q[3]) != 3 || int8(q[4]) != -3 {
+		t.Fatalf("ties: got %d %d, want 3 -3", int8(q[3]), int8(q[4]))
+	}
+}
