@@ -42,6 +42,7 @@ func init() {
 		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
 		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
+		{"gen-model", "gen-model --preset tiny|15m|110m|1b --dtype f32|f16|q8_0|q4_0 [--seed S] -o FILE.gguf", "write a seeded synthetic Llama model", cmdGenModel},
 		{"bench", "bench -m MODEL [--tokenizer TOK] [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--runs 5] [--json]", "measure prefill and decode speed", cmdBench},
 	}
 }

@@ -140,8 +140,11 @@ type Options struct {
 	// whose piece count must equal Preset.Vocab. "" means the generated
 	// SentencePiece-style vocabulary (see GeneratedVocab).
 	TokenizerPath string
-	// Std is the standard deviation of the weights; 0 means 0.02.
+	// Std is the standard deviation of the weights; 0 means DefaultStd.
 	Std float32
+	// EmbedStd is the standard deviation of token_embd; 0 means
+	// DefaultEmbedStd.
+	EmbedStd float32
 	// Workers is the number of goroutines generating weights; 0 means
 	// GOMAXPROCS. The output does not depend on it.
 	Workers int
@@ -154,6 +157,10 @@ type Options struct {
 // DefaultStd is the weight standard deviation used when Options.Std is 0
 // (the usual initializer range of Llama-family models).
 const DefaultStd = 0.02
+
+// DefaultEmbedStd is the token embedding's standard deviation when
+// Options.EmbedStd is 0.
+var DefaultEmbedStd float32 = 0.02
 
 // fileType is GGUF general.file_type (llama.cpp llama_ftype) for a dtype.
 func fileType(dt tensor.DType) (uint32, bool) {
@@ -172,15 +179,14 @@ func fileType(dt tensor.DType) (uint32, bool) {
 	return 0, false
 }
 
-// std returns the effective standard deviation, or an error for a negative
-// or non-finite one.
-func (o Options) std() (float32, error) {
-	s := o.Std
-	if s == 0 {
-		return DefaultStd, nil
+// checkStd returns v, or def when v is 0, or an error for a negative or
+// non-finite v.
+func checkStd(field string, v, def float32) (float32, error) {
+	if v == 0 {
+		return def, nil
 	}
-	if s < 0 || math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-		return 0, fmt.Errorf("synth: Std %v, want a positive finite value (0 = %v): %w", s, DefaultStd, ErrInvalid)
+	if v < 0 || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		return 0, fmt.Errorf("synth: %s %v, want a positive finite value (0 = %v): %w", field, v, def, ErrInvalid)
 	}
-	return s, nil
+	return v, nil
 }

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -95,6 +96,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"dtype", Options{Preset: tiny, DType: 99}, ErrInvalid, "dtype ggml_type(99)"},
 		{"negative std", Options{Preset: tiny, Std: -1}, ErrInvalid, "Std -1"},
 		{"NaN std", Options{Preset: tiny, Std: float32(math.NaN())}, ErrInvalid, "Std NaN"},
+		{"Inf embed std", Options{Preset: tiny, EmbedStd: float32(math.Inf(1))}, ErrInvalid, "EmbedStd +Inf"},
 		{"heads", Options{Preset: with(func(p *Preset) { p.Heads = 3 })}, ErrInvalid, "not a multiple of Heads 3"},
 		{"kv heads", Options{Preset: with(func(p *Preset) { p.KVHeads = 3 })}, ErrInvalid, "not a multiple of KVHeads 3"},
 		{"odd head dim", Options{Preset: with(func(p *Preset) { p.Heads = 64; p.KVHeads = 64 })}, ErrInvalid, "head size 1 is odd"},
@@ -628,5 +630,33 @@ func BenchmarkWrite(b *testing.B) {
 				b.ReportMetric(float64(o.Preset.Params())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mweights/s")
 			})
 		}
+	}
+}
+
+func TestWriteCancelled(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	o := Options{Preset: widePreset(t), Workers: 2}
+	calls := 0
+	o.Progress = func(done, total int64) {
+		calls++
+		if calls == 2 {
+			cancel()
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wide.gguf")
+	err := WriteFileContext(ctx, path, o)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), path) {
+		t.Errorf("WriteFileContext = %v, want context.Canceled naming %s", err, path)
+	}
+	if calls != 2 {
+		t.Errorf("%d chunks written after the cancel, want 0", calls-2)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a cancelled write left %d files", len(entries))
+	}
+	if err := WriteContext(ctx, io.Discard, o); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteContext(cancelled) = %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -31,7 +32,8 @@ type tensorPlan struct {
 	rows, cols int   // matrix view: cols is the innermost dimension
 	rowBytes   int64
 	offset     int64 // relative to the data section
-	norm       bool  // 1 + noise instead of noise
+	norm       bool    // 1 + noise instead of noise
+	std        float32 // standard deviation of the noise
 	index      int   // position in the file, part of the random stream's key
 }
 
@@ -55,7 +57,7 @@ func matrixType(dt tensor.DType, cols int) tensor.DType {
 
 // planTensors lists the tensors in llama.cpp's names and file order
 // (token_embd, output_norm, output, then the blocks), with offsets.
-func planTensors(p Preset, dt tensor.DType) ([]tensorPlan, error) {
+func planTensors(p Preset, dt tensor.DType, std, embedStd float32) ([]tensorPlan, error) {
 	kv := p.KVHeads * p.HeadDim()
 	var ts []tensorPlan
 	matrix := func(name string, rows, cols int) {
@@ -65,6 +67,7 @@ func planTensors(p Preset, dt tensor.DType) ([]tensorPlan, error) {
 		ts = append(ts, tensorPlan{name: name, dt: tensor.F32, shape: []int{p.Dim}, rows: 1, cols: p.Dim, norm: true})
 	}
 	matrix("token_embd.weight", p.Vocab, p.Dim)
+	ts[0].std = embedStd
 	norm("output_norm.weight")
 	matrix("output.weight", p.Vocab, p.Dim)
 	for l := range p.Layers {
@@ -87,6 +90,9 @@ func planTensors(p Preset, dt tensor.DType) ([]tensorPlan, error) {
 			return nil, fmt.Errorf("synth: %s: %w: %w", t.name, ErrInvalid, err)
 		}
 		t.rowBytes, t.index, t.offset = rb, i, off
+		if t.std == 0 {
+			t.std = std
+		}
 		off = alignUp(off+t.size(), alignment)
 	}
 	return ts, nil
@@ -101,7 +107,7 @@ type kv struct {
 	value any
 }
 
-func metadata(o Options, v Vocab, std float32) []kv {
+func metadata(o Options, v Vocab, std, embedStd float32) []kv {
 	p := o.Preset
 	ft, _ := fileType(o.DType)
 	vocabSrc := "generated vocabulary"
@@ -111,7 +117,7 @@ func metadata(o Options, v Vocab, std float32) []kv {
 	return []kv{
 		{"general.architecture", "llama"},
 		{"general.name", "sluice-synth-" + p.Name},
-		{"general.description", fmt.Sprintf("synthetic Llama model written by sluice gen-model (random weights, not trained): preset %s, dtype %v, seed %d, std %g, %s", p.Name, o.DType, o.Seed, std, vocabSrc)},
+		{"general.description", fmt.Sprintf("synthetic Llama model written by sluice gen-model (random weights, not trained): preset %s, dtype %v, seed %d, std %g, token_embd std %g, %s", p.Name, o.DType, o.Seed, std, embedStd, vocabSrc)},
 		{"general.file_type", ft},
 		{"general.quantization_version", uint32(2)},
 		{"llama.context_length", uint32(p.Context)},
@@ -140,7 +146,6 @@ func metadata(o Options, v Vocab, std float32) []kv {
 // model is a validated, fully planned file.
 type model struct {
 	o       Options
-	std     float32
 	meta    []kv
 	tensors []tensorPlan
 	// tensorBytes is the sum of the tensor sizes (the data section without
@@ -155,7 +160,11 @@ func prepare(o Options) (*model, error) {
 	if _, ok := fileType(o.DType); !ok {
 		return nil, fmt.Errorf("synth: dtype %v: %w (want f32, f16, bf16, q8_0 or q4_0)", o.DType, ErrInvalid)
 	}
-	std, err := o.std()
+	std, err := checkStd("Std", o.Std, DefaultStd)
+	if err != nil {
+		return nil, err
+	}
+	embedStd, err := checkStd("EmbedStd", o.EmbedStd, DefaultEmbedStd)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +184,7 @@ func prepare(o Options) (*model, error) {
 			return nil, fmt.Errorf("synth: %s has %d pieces but preset %q has a vocabulary of %d: %w", o.TokenizerPath, v.Len(), o.Preset.Name, o.Preset.Vocab, ErrTokenizer)
 		}
 	}
-	ts, err := planTensors(o.Preset, o.DType)
+	ts, err := planTensors(o.Preset, o.DType, std, embedStd)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +192,7 @@ func prepare(o Options) (*model, error) {
 	for i := range ts {
 		total += ts[i].size()
 	}
-	return &model{o: o, std: std, meta: metadata(o, v, std), tensors: ts, tensorBytes: total}, nil
+	return &model{o: o, meta: metadata(o, v, std, embedStd), tensors: ts, tensorBytes: total}, nil
 }
 
 // Write writes the model o describes to w as a GGUF v3 file. It streams:
@@ -192,31 +201,46 @@ func prepare(o Options) (*model, error) {
 // worker whatever the model size. The bytes depend only on o (not on
 // Workers): chunk c of tensor i is drawn from its own PCG stream keyed by
 // (Seed, i, c).
-func Write(w io.Writer, o Options) error {
+func Write(w io.Writer, o Options) error { return WriteContext(context.Background(), w, o) }
+
+// WriteContext is Write that stops, returning ctx's error, when ctx is done
+// (checked before each chunk of tensor data).
+func WriteContext(ctx context.Context, w io.Writer, o Options) error {
 	m, err := prepare(o)
 	if err != nil {
 		return err
 	}
+	if err := m.write(ctx, w); err != nil {
+		return fmt.Errorf("synth: write: %w", err)
+	}
+	return nil
+}
+
+func (m *model) write(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	e := &encoder{w: bw}
 	m.header(e)
 	if e.err == nil {
-		e.err = m.stream(e)
+		e.err = m.stream(ctx, e)
 	}
 	if e.err == nil {
 		e.err = bw.Flush()
 	}
-	if e.err != nil {
-		return fmt.Errorf("synth: write: %w", e.err)
-	}
-	return nil
+	return e.err
 }
 
 // WriteFile writes the model to path+".tmp", syncs it and renames it over
 // path, so an interrupted run never leaves a truncated model under the real
 // name.
 func WriteFile(path string, o Options) error {
-	if _, err := prepare(o); err != nil { // fail before creating anything
+	return WriteFileContext(context.Background(), path, o)
+}
+
+// WriteFileContext is WriteFile that stops when ctx is done; the temporary
+// file is removed.
+func WriteFileContext(ctx context.Context, path string, o Options) error {
+	m, err := prepare(o) // fail before creating anything
+	if err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
@@ -224,7 +248,7 @@ func WriteFile(path string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
-	err = Write(fh, o)
+	err = m.write(ctx, fh)
 	if err == nil {
 		err = fh.Sync()
 	}
@@ -236,7 +260,7 @@ func WriteFile(path string, o Options) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("synth: %s: %w", path, err)
+		return fmt.Errorf("synth: write %s: %w", path, err)
 	}
 	return nil
 }
@@ -277,7 +301,7 @@ type job struct {
 // the workers and, in file order, to the writer (this goroutine) through a
 // bounded queue; the writer waits for each job in turn. At most cap(queue)+1
 // chunks are alive at once.
-func (m *model) stream(e *encoder) error {
+func (m *model) stream(ctx context.Context, e *encoder) error {
 	workers := m.o.Workers
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -316,7 +340,7 @@ func (m *model) stream(e *encoder) error {
 	})
 	for range workers {
 		wg.Go(func() {
-			g := newGenerator(m.o.Seed, m.std)
+			g := newGenerator(m.o.Seed)
 			for j := range work {
 				j.buf = pool.Get().(*[]byte)
 				g.fill((*j.buf)[:j.rows*int(j.t.rowBytes)], j.t, j.chunk, j.rows)
@@ -329,6 +353,10 @@ func (m *model) stream(e *encoder) error {
 	var written int64
 	var prevEnd int64
 	for j := range queue {
+		if err = ctx.Err(); err != nil {
+			close(quit)
+			break
+		}
 		<-j.done
 		if j.chunk == 0 && j.t.offset > prevEnd { // padding between tensors
 			e.zeros(j.t.offset - prevEnd)
@@ -355,15 +383,14 @@ func (m *model) stream(e *encoder) error {
 // worker owns one, so its scratch buffer is reused.
 type generator struct {
 	seed    uint64
-	std     float32
 	pcg     *rand.PCG
 	rng     *rand.Rand
 	scratch []float32
 }
 
-func newGenerator(seed uint64, std float32) *generator {
+func newGenerator(seed uint64) *generator {
 	pcg := rand.NewPCG(0, 0)
-	return &generator{seed: seed, std: std, pcg: pcg, rng: rand.New(pcg)}
+	return &generator{seed: seed, pcg: pcg, rng: rand.New(pcg)}
 }
 
 // mix is splitmix64's finalizer: a bijection that spreads nearby keys apart.
@@ -396,7 +423,7 @@ func (g *generator) fill(dst []byte, t *tensorPlan, c, rows int) {
 		base = 1
 	}
 	for i := range x {
-		x[i] = base + float32(g.rng.NormFloat64())*g.std
+		x[i] = base + float32(g.rng.NormFloat64())*t.std
 	}
 	switch t.dt {
 	case tensor.F32:

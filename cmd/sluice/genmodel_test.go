@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+func TestGenModel(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	out, stderr, err := sluice(t, "", "gen-model", "--preset", "tiny", "--dtype", "q4_0", "--seed", "3", "--std", "0.03", "-o", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(out, "wrote "+path+": preset tiny, q4_0, 158016 weights, ") {
+		t.Errorf("stdout %q", out)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := synth.LookupPreset("tiny")
+	var want bytes.Buffer
+	if err := synth.Write(&want, synth.Options{Preset: p, DType: tensor.Q4_0, Seed: 3, Std: 0.03}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Error("gen-model's file differs from synth.Write with the same options")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ft, _ := f.Uint("general.file_type"); ft != 2 {
+		t.Errorf("general.file_type %d, want 2 (q4_0)", ft)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown preset", []string{"--preset", "3b", "-o", path}, "tiny, 15m, 110m, 1b"},
+		{"bad dtype", []string{"--dtype", "q5_k", "-o", path}, "--dtype"},
+		{"no output", []string{"--preset", "tiny"}, "-o FILE is required"},
+		{"bad std", []string{"--std", "-1", "-o", path}, "--std -1"},
+		{"missing tokenizer", []string{"--tokenizer", filepath.Join(dir, "none.bin"), "-o", path}, "none.bin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := sluice(t, "", append([]string{"gen-model"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	_, _, err = sluice(t, "", "gen-model", "--preset", "tiny")
+	if !errors.Is(err, errUsage) {
+		t.Errorf("missing -o: %v, want a usage error", err)
+	}
+}
