@@ -48,6 +48,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzTokenizerRoundTrip$$' -fuzztime=$(FUZZX) ./tokenizer
 	$(GO) test -run='^$$' -fuzz='^FuzzPipelineTOML$$' -fuzztime=$(FUZZX) ./pipelines
 	$(GO) test -run='^$$' -fuzz='^FuzzReader$$' -fuzztime=$(FUZZX) ./batch
+	$(GO) test -run='^$$' -fuzz='^FuzzReadLlama2CVocab$$' -fuzztime=$(FUZZX) ./model/synth
+	$(GO) test -run='^$$' -fuzz='^FuzzHeader$$' -fuzztime=$(FUZZX) ./format/safetensors
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./kernels/... ./sample/... | tee bench.txt

@@ -12,10 +12,16 @@
 //     bit-identical to kernels/ref: they perform the same float32 operations in
 //     the same order, only with less copying and with threads. The end-to-end
 //     test relies on this (engine logits == model/ref logits, bit for bit).
-//   - Fast paths (archsimd, later) replace the dispatch variables
-//     (`var xxxImpl = xxxGeneric`) from an init() in a build-tagged file, and are
-//     only promised to be within tolerance of ref. Building with the `purego`
-//     tag excludes them; Impl reports which set is active.
+//   - Fast paths (GOEXPERIMENT=simd on amd64: *_simd_amd64.go) replace the
+//     dispatch variables (`var xxxImpl = xxxGeneric`) from an init() after
+//     checking the CPU (AVX-512 or AVX2+FMA), and are only promised to be
+//     within a stated tolerance of ref (close_test.go derives it): they use
+//     vector lanes and FMA, and for Q8_0/Q4_0 weights they quantize the
+//     activations once per call to int8 per 32-block (llama.cpp's q8_0) and
+//     take exact integer dot products. They keep batch invariance: each output
+//     element's operation order depends only on the shapes, never on n or the
+//     thread split. Building with the `purego` tag excludes them; Impl reports
+//     which set is active ("generic", "avx2" or "avx512").
 //
 // # Float recipe shared with kernels/ref
 //

@@ -3,4 +3,7 @@
 package kernels_test
 
 // wantImpl is the kernel set this build must dispatch to.
-const wantImpl = "generic"
+var wantImpl = "generic"
+
+// haveSIMD is whether this build compiles the archsimd kernels.
+const haveSIMD = false

@@ -29,6 +29,21 @@ var (
 	matQ4_0Impl matKernel = matQ4_0Generic
 )
 
+// Int8-activation kernels for Q8_0/Q4_0 weights: nil in the generic build.
+// When set, MatMul quantizes x once per call (actQ8) and these compute
+//
+//	dst[i*rows+r] = Σ_blocks b: dW_b·dX_{i,b} · Σ_{j in b} qW(r,j)·qX(i,j)
+//
+// with the integer inner sum exact, so they are within the activation
+// quantization error of the ref result (see actQ8), not bit-identical.
+var (
+	matQ8_0ActImpl actKernel
+	matQ4_0ActImpl actKernel
+)
+
+// actKernel is matKernel over quantized activations.
+type actKernel func(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int)
+
 // matKernel computes dst[i*rows+r] for r in [lo,hi), i in [0,n); w is the
 // whole weight's data.
 type matKernel func(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
@@ -59,16 +74,33 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 	if n == 0 || w.Rows == 0 {
 		return
 	}
-	k := matKernelFor(w.DType)
+	j := matJob{k: matKernelFor(w.DType), dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+	locked := false
+	if j.ak = actKernelFor(w.DType); j.ak != nil {
+		// Quantize the activations once for the whole call, into scratch
+		// owned by the Pool (guarded by its lock, so held for the call) or,
+		// without a Pool, borrowed from the actFree list.
+		if p != nil {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			locked = true
+			j.xq = &p.act
+		} else {
+			j.xq = getAct()
+			defer putAct(j.xq)
+		}
+		j.xq.quantize(x, n, w.Cols)
+	}
 	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
 	if p == nil || p.threads == 1 || parts == 1 {
-		j := matJob{k: k, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
 		j.run(0, w.Rows)
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.mat = matJob{k: k, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+	if !locked {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	p.mat = j
 	p.forLocked(w.Rows, parts, p.matFn)
 	p.mat = matJob{} // drop references to the caller's slices
 }
@@ -81,13 +113,30 @@ func MatVec(p *Pool, dst []float32, w Weight, x []float32) {
 // matJob is one MatMul call, split by output row across a Pool.
 type matJob struct {
 	k             matKernel
+	ak            actKernel // when non-nil, used instead of k over xq
+	xq            *actQ8
 	dst, x        []float32
 	w             []byte
 	n, rows, cols int
 }
 
 func (j *matJob) run(lo, hi int) {
+	if j.ak != nil {
+		j.ak(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
+		return
+	}
 	j.k(j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
+}
+
+// actKernelFor is the int8-activation kernel for t, or nil.
+func actKernelFor(t tensor.DType) actKernel {
+	switch t {
+	case tensor.Q8_0:
+		return matQ8_0ActImpl
+	case tensor.Q4_0:
+		return matQ4_0ActImpl
+	}
+	return nil
 }
 
 // matKernelFor picks the dispatch variable for a dtype Validate accepted.

@@ -8,27 +8,29 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 )
 
-// BenchmarkMatVec measures one matrix-vector product per dtype at the
-// stories15M FFN shape (288×768) and the TinyLlama FFN shape (2048×5632).
-// Bytes are the weight bytes streamed per call.
-func BenchmarkMatVec(b *testing.B) {
+// benchShapes are stories15M's FFN (288×768), a 768×2048 projection and
+// TinyLlama's FFN (2048×5632).
+var benchShapes = [][2]int{{288, 768}, {768, 2048}, {2048, 5632}}
+
+// BenchmarkMatMul measures one product per dtype and shape, single-threaded,
+// at n=1 (decode: MatVec) and n=16 (a prompt chunk or draft tree: each weight
+// byte read once for all rows). Bytes are the weight bytes streamed per call,
+// so MB/s is the weight bandwidth; compare with BenchmarkStreamRead.
+func BenchmarkMatMul(b *testing.B) {
 	for _, dt := range dtypes {
-		for _, sh := range [][2]int{{288, 768}, {2048, 5632}} {
+		for _, sh := range benchShapes {
 			rows, cols := sh[0], sh[1]
 			var w kernels.Weight
-			var x, dst []float32
-			for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-				b.Run(fmt.Sprintf("%v/%dx%d/threads=%d", dt, rows, cols, threads), func(b *testing.B) {
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%v/%dx%d/n=%d", dt, rows, cols, n), func(b *testing.B) {
 					if w.Data == nil { // build lazily: -bench filters skip the cost
-						r := newRand(b)
-						w = makeWeight(r, dt, rows, cols, 0, encoded)
-						x, dst = vec(r, cols, normal), make([]float32, rows)
+						w = makeWeight(newRand(b), dt, rows, cols, 0, encoded)
 					}
-					p := kernels.NewPool(threads)
-					defer p.Close()
+					r := newRand(b)
+					x, dst := vec(r, n*cols, normal), make([]float32, n*rows)
 					b.SetBytes(int64(len(w.Data)))
 					for b.Loop() {
-						kernels.MatVec(p, dst, w, x)
+						kernels.MatMul(nil, dst, w, x, n)
 					}
 				})
 			}
@@ -36,20 +38,40 @@ func BenchmarkMatVec(b *testing.B) {
 	}
 }
 
-// BenchmarkMatMul is a prompt chunk of 16 rows at 288×768 (weights decoded
-// once per tile for all rows).
-func BenchmarkMatMul(b *testing.B) {
+// BenchmarkMatVecThreads is the decode product at TinyLlama's FFN shape on
+// every core (rows split across the Pool).
+func BenchmarkMatVecThreads(b *testing.B) {
 	for _, dt := range dtypes {
 		b.Run(dt.String(), func(b *testing.B) {
 			r := newRand(b)
-			const rows, cols, n = 288, 768, 16
+			const rows, cols = 2048, 5632
 			w := makeWeight(r, dt, rows, cols, 0, encoded)
-			x, dst := vec(r, n*cols, normal), make([]float32, n*rows)
+			x, dst := vec(r, cols, normal), make([]float32, rows)
+			p := kernels.NewPool(runtime.GOMAXPROCS(0))
+			defer p.Close()
 			b.SetBytes(int64(len(w.Data)))
 			for b.Loop() {
-				kernels.MatMul(nil, dst, w, x, n)
+				kernels.MatVec(p, dst, w, x)
 			}
 		})
+	}
+}
+
+// BenchmarkStreamRead sums 256 MiB with the widest loads the build has (64-bit
+// words generic, 512-bit vectors with archsimd on AVX-512): the memory
+// bandwidth one core can draw, the ceiling for a weight-streaming MatVec.
+func BenchmarkStreamRead(b *testing.B) {
+	buf := make([]byte, 256<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	b.SetBytes(int64(len(buf)))
+	var sink uint64
+	for b.Loop() {
+		sink += streamSum(buf)
+	}
+	if sink == 1 {
+		b.Log(sink)
 	}
 }
 

@@ -16,6 +16,9 @@ func TestImpl(t *testing.T) {
 	if got := kernels.Impl(); got != wantImpl {
 		t.Fatalf("Impl() = %q, want %q", got, wantImpl)
 	}
+	if !haveSIMD && kernels.Impl() != "generic" {
+		t.Fatalf("build without archsimd dispatches to %q, want generic", kernels.Impl())
+	}
 	if kernels.PureGo && kernels.Impl() != "generic" {
 		t.Fatalf("purego build dispatches to %q, want generic", kernels.Impl())
 	}
@@ -50,7 +53,7 @@ func TestMatVecVsRef(t *testing.T) {
 							buf, dst := guarded(sh.rows, off)
 							kernels.MatVec(nil, dst, w, x)
 							checkGuard(t, buf, off, sh.rows)
-							requireSame(t, fmt.Sprintf("%d×%d off=%d", sh.rows, sh.cols, off), want, dst)
+							requireMatRef(t, fmt.Sprintf("%d×%d off=%d", sh.rows, sh.cols, off), w, x, 1, want, dst)
 						}
 					}
 				})
@@ -59,9 +62,10 @@ func TestMatVecVsRef(t *testing.T) {
 	}
 }
 
-// TestMatMulBatchInvariance: a MatMul of n rows equals n MatVec calls and
-// ref.MatMul bit for bit, for every pool size, with splitting forced down to
-// single rows.
+// TestMatMulBatchInvariance: a MatMul of n rows equals n MatVec calls bit
+// for bit, for every pool size, with splitting forced down to single rows, and
+// equals ref.MatMul (bit for bit on the generic kernels, within tolerance on a
+// fast path).
 func TestMatMulBatchInvariance(t *testing.T) {
 	defer kernels.SetParallelMinMACs(1)()
 	pools := map[int]*kernels.Pool{}
@@ -86,7 +90,7 @@ func TestMatMulBatchInvariance(t *testing.T) {
 					}
 					want := make([]float32, n*rows)
 					ref.MatMul(want, w, x, n)
-					requireSame(t, fmt.Sprintf("rows=%d n=%d MatVec vs ref", rows, n), want, single)
+					requireMatRef(t, fmt.Sprintf("rows=%d n=%d MatVec vs ref", rows, n), w, x, n, want, single)
 					for _, th := range []int{1, 2, 3, 7} {
 						buf, dst := guarded(n*rows, 1)
 						kernels.MatMul(pools[th], dst, w, x, n)
@@ -154,7 +158,7 @@ func TestMatMulQuantInfScale(t *testing.T) {
 	}
 	want := []float32{0}
 	ref.MatVec(want, w, x)
-	requireSame(t, "Inf scale", want, dst)
+	requireMatRef(t, "Inf scale", w, x, 1, want, dst)
 }
 
 func TestWeightValidate(t *testing.T) {
@@ -214,6 +218,10 @@ func TestMatMulConcurrentCallers(t *testing.T) {
 	for k := range xs {
 		want[k] = make([]float32, 37)
 		ref.MatVec(want[k], w, xs[k])
+		got := make([]float32, 37)
+		kernels.MatVec(nil, got, w, xs[k])
+		requireMatRef(t, "single caller", w, xs[k], 1, want[k], got)
+		want[k] = got // the shared-pool calls must reproduce it bit for bit
 	}
 	errc := make(chan error, 2)
 	for k := range xs {

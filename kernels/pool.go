@@ -27,6 +27,10 @@ type Pool struct {
 	// Preallocated jobs so MatMul does not build a closure (an allocation) per call.
 	mat   matJob
 	matFn func(lo, hi int)
+
+	// act is the quantized-activation scratch of int8-activation MatMuls
+	// (grown on demand, reused while p.mu is held).
+	act actQ8
 }
 
 // NewPool starts threads-1 helper goroutines (the caller of For is the other

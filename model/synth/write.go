@@ -31,10 +31,10 @@ type tensorPlan struct {
 	shape      []int // outermost first
 	rows, cols int   // matrix view: cols is the innermost dimension
 	rowBytes   int64
-	offset     int64 // relative to the data section
+	offset     int64   // relative to the data section
 	norm       bool    // 1 + noise instead of noise
 	std        float32 // standard deviation of the noise
-	index      int   // position in the file, part of the random stream's key
+	index      int     // position in the file, part of the random stream's key
 }
 
 func (t *tensorPlan) size() int64 { return int64(t.rows) * t.rowBytes }
@@ -47,7 +47,7 @@ func (t *tensorPlan) chunks() int {
 }
 
 // matrixType is dt, or F16 when a row is not a whole number of dt's blocks
-// (llama.cpp's quantizer falls back the same way for such tensors).
+// and so cannot be stored as dt.
 func matrixType(dt tensor.DType, cols int) tensor.DType {
 	if cols%dt.BlockSize() != 0 {
 		return tensor.F16

@@ -1,0 +1,469 @@
+//go:build goexperiment.simd && amd64 && !purego
+
+package kernels
+
+import (
+	"math"
+	"sync"
+
+	"simd/archsimd"
+)
+
+// The archsimd matrix kernels. Each output element is one dot product whose
+// operation order depends only on cols (and the kernel set chosen at init),
+// never on n, on which weight rows share a pass, or on the thread split:
+//
+//   - F32/F16/BF16: one vector accumulator of W lanes per (row, input) pair,
+//     acc = fma(w[j:j+W], x[j:j+W], acc) for j = 0, W, 2W, …; a short last chunk
+//     is loaded zero-padded; then the lanes are summed by halving (fixed tree).
+//     Passes over 4 weight rows interleave four such independent chains, which
+//     is where the speed comes from; the single-row tail runs the same chain.
+//   - Q8_0/Q4_0: activations quantized once per call (actQ8); per 32-block an
+//     exact integer dot (VPMADDUBSW then VPMADDWD into 8 int32 lanes), converted
+//     to float32 and accumulated as acc = fma(lanes, dW·dX, acc) into 8 float32
+//     lanes, summed by halving at the end.
+//
+// Weight rows in a pass are reused from L1/L2 for all n inputs, so a batch
+// streams each weight byte from memory once.
+
+func init() {
+	switch {
+	case archsimd.X86.AVX512():
+		// AVX512 implies AVX2; FMA is separate in principle, so check it.
+		if !archsimd.X86.FMA() {
+			return
+		}
+		matF32Impl = matF32AVX512
+		matF16Impl = matF16AVX512
+		matBF16Impl = matBF16AVX512
+		matQ8_0ActImpl = matQ8_0AVX2
+		matQ4_0ActImpl = matQ4_0AVX2
+		implName = "avx512"
+	case archsimd.X86.AVX2() && archsimd.X86.FMA():
+		setAVX2()
+	}
+}
+
+// setAVX2 installs the 256-bit kernels (also used by tests on AVX-512
+// machines to cover them).
+func setAVX2() {
+	matF32Impl = matF32AVX2
+	matF16Impl = matF16AVX2
+	matBF16Impl = matBF16AVX2
+	matQ8_0ActImpl = matQ8_0AVX2
+	matQ4_0ActImpl = matQ4_0AVX2
+	implName = "avx2"
+}
+
+// hsum8 sums v's lanes as ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)), a fixed order.
+func hsum8(v archsimd.Float32x8) float32 {
+	var a [4]float32
+	v.GetLo().Add(v.GetHi()).Store(&a)
+	return (a[0] + a[2]) + (a[1] + a[3])
+}
+
+// hsum16 sums v's lanes by halving, a fixed order.
+func hsum16(v archsimd.Float32x16) float32 {
+	return hsum8(v.GetLo().Add(v.GetHi()))
+}
+
+// Partial (tail) loads and stores go through a zeroed stack array rather than
+// archsimd's Load…SlicePart: those convert the slice to a full-vector array
+// pointer for a masked load, which -race's checkptr rejects when the slice
+// ends near the end of its allocation ("converted pointer straddles multiple
+// allocations"). A tail is at most 15 elements, once per dot.
+
+func loadPart16(s []float32) archsimd.Float32x16 {
+	var b [16]float32
+	copy(b[:], s)
+	return archsimd.LoadFloat32x16(&b)
+}
+
+func loadPart8(s []float32) archsimd.Float32x8 {
+	var b [8]float32
+	copy(b[:], s)
+	return archsimd.LoadFloat32x8(&b)
+}
+
+func loadPartU16x16(s []uint16) archsimd.Uint16x16 {
+	var b [16]uint16
+	copy(b[:], s)
+	return archsimd.LoadUint16x16(&b)
+}
+
+func loadPartU16x8(s []uint16) archsimd.Uint16x8 {
+	var b [8]uint16
+	copy(b[:], s)
+	return archsimd.LoadUint16x8(&b)
+}
+
+func storePart16(v archsimd.Float32x16, s []float32) {
+	var b [16]float32
+	v.Store(&b)
+	copy(s, b[:])
+}
+
+func storePart8(v archsimd.Float32x8, s []float32) {
+	var b [8]float32
+	v.Store(&b)
+	copy(s, b[:])
+}
+
+// ---- F32 ----
+
+func matF32AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	wf, ok := f32View(w)
+	if !ok { // unaligned or empty: never the case for mmap'd GGUF data
+		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
+		return
+	}
+	r := lo
+	for ; r+group <= hi; r += group {
+		w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
+		w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
+		for i := 0; i < n; i++ {
+			s0, s1, s2, s3 := dot4F32x16(w0, w1, w2, w3, x[i*cols:(i+1)*cols])
+			o := dst[i*rows+r : i*rows+r+group]
+			o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+		}
+	}
+	for ; r < hi; r++ {
+		wr := wf[r*cols : (r+1)*cols]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r] = dotF32x16(wr, x[i*cols:(i+1)*cols])
+		}
+	}
+}
+
+func dotF32x16(a, b []float32) float32 {
+	b = b[:len(a)]
+	acc := archsimd.BroadcastFloat32x16(0)
+	j := 0
+	for ; j+16 <= len(a); j += 16 {
+		acc = archsimd.LoadFloat32x16Slice(a[j:j+16]).MulAdd(archsimd.LoadFloat32x16Slice(b[j:j+16]), acc)
+	}
+	if j < len(a) {
+		acc = loadPart16(a[j:]).MulAdd(loadPart16(b[j:]), acc)
+	}
+	return hsum16(acc)
+}
+
+// dot4F32x16 is dotF32x16 of w0..w3 with x, as four interleaved chains.
+func dot4F32x16(w0, w1, w2, w3, x []float32) (s0, s1, s2, s3 float32) {
+	m := len(x)
+	w0, w1, w2, w3 = w0[:m], w1[:m], w2[:m], w3[:m]
+	a0 := archsimd.BroadcastFloat32x16(0)
+	a1, a2, a3 := a0, a0, a0
+	j := 0
+	for ; j+16 <= m; j += 16 {
+		xv := archsimd.LoadFloat32x16Slice(x[j : j+16])
+		a0 = archsimd.LoadFloat32x16Slice(w0[j:j+16]).MulAdd(xv, a0)
+		a1 = archsimd.LoadFloat32x16Slice(w1[j:j+16]).MulAdd(xv, a1)
+		a2 = archsimd.LoadFloat32x16Slice(w2[j:j+16]).MulAdd(xv, a2)
+		a3 = archsimd.LoadFloat32x16Slice(w3[j:j+16]).MulAdd(xv, a3)
+	}
+	if j < m {
+		xv := loadPart16(x[j:])
+		a0 = loadPart16(w0[j:]).MulAdd(xv, a0)
+		a1 = loadPart16(w1[j:]).MulAdd(xv, a1)
+		a2 = loadPart16(w2[j:]).MulAdd(xv, a2)
+		a3 = loadPart16(w3[j:]).MulAdd(xv, a3)
+	}
+	return hsum16(a0), hsum16(a1), hsum16(a2), hsum16(a3)
+}
+
+func matF32AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	wf, ok := f32View(w)
+	if !ok {
+		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
+		return
+	}
+	r := lo
+	for ; r+group <= hi; r += group {
+		w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
+		w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
+		for i := 0; i < n; i++ {
+			s0, s1, s2, s3 := dot4F32x8(w0, w1, w2, w3, x[i*cols:(i+1)*cols])
+			o := dst[i*rows+r : i*rows+r+group]
+			o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+		}
+	}
+	for ; r < hi; r++ {
+		wr := wf[r*cols : (r+1)*cols]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r] = dotF32x8(wr, x[i*cols:(i+1)*cols])
+		}
+	}
+}
+
+func dotF32x8(a, b []float32) float32 {
+	b = b[:len(a)]
+	acc := archsimd.BroadcastFloat32x8(0)
+	j := 0
+	for ; j+8 <= len(a); j += 8 {
+		acc = archsimd.LoadFloat32x8Slice(a[j:j+8]).MulAdd(archsimd.LoadFloat32x8Slice(b[j:j+8]), acc)
+	}
+	if j < len(a) {
+		acc = loadPart8(a[j:]).MulAdd(loadPart8(b[j:]), acc)
+	}
+	return hsum8(acc)
+}
+
+func dot4F32x8(w0, w1, w2, w3, x []float32) (s0, s1, s2, s3 float32) {
+	m := len(x)
+	w0, w1, w2, w3 = w0[:m], w1[:m], w2[:m], w3[:m]
+	a0 := archsimd.BroadcastFloat32x8(0)
+	a1, a2, a3 := a0, a0, a0
+	j := 0
+	for ; j+8 <= m; j += 8 {
+		xv := archsimd.LoadFloat32x8Slice(x[j : j+8])
+		a0 = archsimd.LoadFloat32x8Slice(w0[j:j+8]).MulAdd(xv, a0)
+		a1 = archsimd.LoadFloat32x8Slice(w1[j:j+8]).MulAdd(xv, a1)
+		a2 = archsimd.LoadFloat32x8Slice(w2[j:j+8]).MulAdd(xv, a2)
+		a3 = archsimd.LoadFloat32x8Slice(w3[j:j+8]).MulAdd(xv, a3)
+	}
+	if j < m {
+		xv := loadPart8(x[j:])
+		a0 = loadPart8(w0[j:]).MulAdd(xv, a0)
+		a1 = loadPart8(w1[j:]).MulAdd(xv, a1)
+		a2 = loadPart8(w2[j:]).MulAdd(xv, a2)
+		a3 = loadPart8(w3[j:]).MulAdd(xv, a3)
+	}
+	return hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)
+}
+
+// ---- F16 / BF16: converted in registers, exactly (tensor.F16ToF32 values) ----
+
+// halfKind selects the 16-bit float format of a row.
+type halfKind uint8
+
+const (
+	halfF16 halfKind = iota
+	halfBF16
+)
+
+// f16Magic is 2^112: (h&0x7fff)<<13 read as float32 and multiplied by it is
+// the f16 value exactly, for normals and subnormals alike (the product of a
+// float32 denormal by a power of two is exact when the result is normal).
+var f16Magic = math.Float32frombits((127 + 112) << 23)
+
+func halfToF32x16(u archsimd.Uint32x16, k halfKind) archsimd.Float32x16 {
+	if k == halfBF16 {
+		return u.ShiftAllLeft(16).AsFloat32x16()
+	}
+	em := u.And(archsimd.BroadcastUint32x16(0x7fff))
+	f := em.ShiftAllLeft(13).AsFloat32x16().Mul(archsimd.BroadcastFloat32x16(f16Magic))
+	sign := u.And(archsimd.BroadcastUint32x16(0x8000)).ShiftAllLeft(16)
+	// Exponent all ones (Inf/NaN): force the float32 exponent to all ones; the
+	// scaled mantissa is already m<<13.
+	special := em.AsInt32x16().Greater(archsimd.BroadcastInt32x16(0x7bff)).ToInt32x16().AsUint32x16().
+		And(archsimd.BroadcastUint32x16(0x7f800000))
+	return f.AsUint32x16().Or(sign).Or(special).AsFloat32x16()
+}
+
+func halfToF32x8(u archsimd.Uint32x8, k halfKind) archsimd.Float32x8 {
+	if k == halfBF16 {
+		return u.ShiftAllLeft(16).AsFloat32x8()
+	}
+	em := u.And(archsimd.BroadcastUint32x8(0x7fff))
+	f := em.ShiftAllLeft(13).AsFloat32x8().Mul(archsimd.BroadcastFloat32x8(f16Magic))
+	sign := u.And(archsimd.BroadcastUint32x8(0x8000)).ShiftAllLeft(16)
+	special := em.AsInt32x8().Greater(archsimd.BroadcastInt32x8(0x7bff)).ToInt32x8().AsUint32x8().
+		And(archsimd.BroadcastUint32x8(0x7f800000))
+	return f.AsUint32x8().Or(sign).Or(special).AsFloat32x8()
+}
+
+func matF16AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matHalfAVX512(halfF16, dst, w, x, n, rows, cols, lo, hi)
+}
+
+func matBF16AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matHalfAVX512(halfBF16, dst, w, x, n, rows, cols, lo, hi)
+}
+
+func matF16AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matHalfAVX2(halfF16, dst, w, x, n, rows, cols, lo, hi)
+}
+
+func matBF16AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matHalfAVX2(halfBF16, dst, w, x, n, rows, cols, lo, hi)
+}
+
+func matHalfAVX512(k halfKind, dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	wh, ok := u16View(w)
+	if !ok {
+		if k == halfF16 {
+			matF16Generic(dst, w, x, n, rows, cols, lo, hi)
+		} else {
+			matBF16Generic(dst, w, x, n, rows, cols, lo, hi)
+		}
+		return
+	}
+	r := lo
+	for ; r+2 <= hi; r += 2 {
+		w0, w1 := wh[r*cols:(r+1)*cols], wh[(r+1)*cols:(r+2)*cols]
+		for i := 0; i < n; i++ {
+			s0, s1 := dot2HalfX16(k, w0, w1, x[i*cols:(i+1)*cols])
+			dst[i*rows+r], dst[i*rows+r+1] = s0, s1
+		}
+	}
+	for ; r < hi; r++ {
+		wr := wh[r*cols : (r+1)*cols]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r], _ = dot2HalfX16(k, wr, wr, x[i*cols:(i+1)*cols])
+		}
+	}
+}
+
+// dot2HalfX16 is the 16-lane dot of two 16-bit-float weight rows with x (the
+// single-row tail passes the same row twice: same chain, same bits).
+func dot2HalfX16(k halfKind, w0, w1 []uint16, x []float32) (s0, s1 float32) {
+	m := len(x)
+	w0, w1 = w0[:m], w1[:m]
+	a0 := archsimd.BroadcastFloat32x16(0)
+	a1 := a0
+	j := 0
+	for ; j+16 <= m; j += 16 {
+		xv := archsimd.LoadFloat32x16Slice(x[j : j+16])
+		a0 = halfToF32x16(archsimd.LoadUint16x16Slice(w0[j:j+16]).ExtendToUint32(), k).MulAdd(xv, a0)
+		a1 = halfToF32x16(archsimd.LoadUint16x16Slice(w1[j:j+16]).ExtendToUint32(), k).MulAdd(xv, a1)
+	}
+	if j < m {
+		xv := loadPart16(x[j:])
+		a0 = halfToF32x16(loadPartU16x16(w0[j:]).ExtendToUint32(), k).MulAdd(xv, a0)
+		a1 = halfToF32x16(loadPartU16x16(w1[j:]).ExtendToUint32(), k).MulAdd(xv, a1)
+	}
+	return hsum16(a0), hsum16(a1)
+}
+
+func matHalfAVX2(k halfKind, dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	wh, ok := u16View(w)
+	if !ok {
+		if k == halfF16 {
+			matF16Generic(dst, w, x, n, rows, cols, lo, hi)
+		} else {
+			matBF16Generic(dst, w, x, n, rows, cols, lo, hi)
+		}
+		return
+	}
+	r := lo
+	for ; r+2 <= hi; r += 2 {
+		w0, w1 := wh[r*cols:(r+1)*cols], wh[(r+1)*cols:(r+2)*cols]
+		for i := 0; i < n; i++ {
+			s0, s1 := dot2HalfX8(k, w0, w1, x[i*cols:(i+1)*cols])
+			dst[i*rows+r], dst[i*rows+r+1] = s0, s1
+		}
+	}
+	for ; r < hi; r++ {
+		wr := wh[r*cols : (r+1)*cols]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r], _ = dot2HalfX8(k, wr, wr, x[i*cols:(i+1)*cols])
+		}
+	}
+}
+
+func dot2HalfX8(k halfKind, w0, w1 []uint16, x []float32) (s0, s1 float32) {
+	m := len(x)
+	w0, w1 = w0[:m], w1[:m]
+	a0 := archsimd.BroadcastFloat32x8(0)
+	a1 := a0
+	j := 0
+	for ; j+8 <= m; j += 8 {
+		xv := archsimd.LoadFloat32x8Slice(x[j : j+8])
+		a0 = halfToF32x8(archsimd.LoadUint16x8Slice(w0[j:j+8]).ExtendToUint32(), k).MulAdd(xv, a0)
+		a1 = halfToF32x8(archsimd.LoadUint16x8Slice(w1[j:j+8]).ExtendToUint32(), k).MulAdd(xv, a1)
+	}
+	if j < m {
+		xv := loadPart8(x[j:])
+		a0 = halfToF32x8(loadPartU16x8(w0[j:]).ExtendToUint32(), k).MulAdd(xv, a0)
+		a1 = halfToF32x8(loadPartU16x8(w1[j:]).ExtendToUint32(), k).MulAdd(xv, a1)
+	}
+	return hsum8(a0), hsum8(a1)
+}
+
+// ---- Q8_0 / Q4_0 over int8 activations ----
+
+// quantScaleTable is f16Table with ±Inf mapped to NaN: an Inf block scale
+// makes ref's weights ±Inf or NaN (Inf·0), and NaN is the only value the
+// factored form dW·dX·Σq can honestly report for that block.
+var quantScaleTable = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	*t = *f16Table()
+	for i, v := range t {
+		if math.IsInf(float64(v), 0) {
+			t[i] = float32(math.NaN())
+		}
+	}
+	return t
+})
+
+func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	nb := cols / tile
+	rb := nb * 34
+	sc := quantScaleTable()
+	for r := lo; r < hi; r++ {
+		row := w[r*rb : (r+1)*rb]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r] = dotQ8_0x8(row, xq.q[i*cols:(i+1)*cols], xq.d[i*nb:(i+1)*nb], sc)
+		}
+	}
+}
+
+// dotI8x8 is the exact Σ w_j·x_j of 32 int8 pairs in 8 int32 lanes, as float32
+// (|sum| ≤ 32·128·127 < 2^24, so the conversion is exact). VPMADDUBSW wants
+// an unsigned operand: |w| times x with w's sign (VPSIGNB); a pair sum is at
+// most 2·128·127 < 2^15, so its saturation never triggers.
+func dotI8x8(wv, xv archsimd.Int8x32) archsimd.Float32x8 {
+	p := wv.Abs().AsUint8x32().DotProductPairsSaturated(xv.CopySign(wv))
+	return p.DotProductPairs(archsimd.BroadcastInt16x16(1)).ConvertToFloat32()
+}
+
+func dotQ8_0x8(row []byte, xq []int8, xd []float32, sc *[1 << 16]float32) float32 {
+	nb := len(xd)
+	row = row[:nb*34]
+	xq = xq[:nb*tile]
+	acc := archsimd.BroadcastFloat32x8(0)
+	for b := 0; b < nb; b++ {
+		blk := row[b*34 : b*34+34]
+		d := sc[uint16(blk[0])|uint16(blk[1])<<8] * xd[b]
+		wv := archsimd.LoadUint8x32Slice(blk[2:34]).AsInt8x32()
+		xv := archsimd.LoadInt8x32Slice(xq[b*tile : b*tile+tile])
+		acc = dotI8x8(wv, xv).MulAdd(archsimd.BroadcastFloat32x8(d), acc)
+	}
+	return hsum8(acc)
+}
+
+func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	nb := cols / tile
+	rb := nb * 18
+	sc := quantScaleTable()
+	for r := lo; r < hi; r++ {
+		row := w[r*rb : (r+1)*rb]
+		for i := 0; i < n; i++ {
+			dst[i*rows+r] = dotQ4_0x8(row, xq.q[i*cols:(i+1)*cols], xq.d[i*nb:(i+1)*nb], sc)
+		}
+	}
+}
+
+// dotQ4_0x8: byte j of a block's 16 holds weight j (low nibble) and j+16
+// (high nibble), each nibble−8; the nibbles are spread into 32 int8 lanes in
+// weight order and fed to the Q8_0 dot.
+func dotQ4_0x8(row []byte, xq []int8, xd []float32, sc *[1 << 16]float32) float32 {
+	nb := len(xd)
+	row = row[:nb*18]
+	xq = xq[:nb*tile]
+	lowMask := archsimd.BroadcastUint8x16(0x0f)
+	eight := archsimd.BroadcastInt8x32(8)
+	acc := archsimd.BroadcastFloat32x8(0)
+	for b := 0; b < nb; b++ {
+		blk := row[b*18 : b*18+18]
+		d := sc[uint16(blk[0])|uint16(blk[1])<<8] * xd[b]
+		qs := archsimd.LoadUint8x16Slice(blk[2:18])
+		lo := qs.And(lowMask)
+		hi := qs.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(lowMask)
+		wv := archsimd.BroadcastUint8x32(0).SetLo(lo).SetHi(hi).AsInt8x32().Sub(eight)
+		xv := archsimd.LoadInt8x32Slice(xq[b*tile : b*tile+tile])
+		acc = dotI8x8(wv, xv).MulAdd(archsimd.BroadcastFloat32x8(d), acc)
+	}
+	return hsum8(acc)
+}
