@@ -3,6 +3,7 @@ package pipelines
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/decode"
@@ -84,14 +85,20 @@ func Build(p *Pipeline, o BuildOptions) (*graph.Graph, error) {
 	steps = graph.Then(st.ID, steps, &stages.Embed{E: e}, opts(st)...)
 
 	st = stage(KindTransformerLayers)
-	ahead := st.Params.(*TransformerLayersParams).PrefetchAhead
+	lp := st.Params.(*TransformerLayersParams)
 	blocks := e.Model.Blocks()
-	for i, b := range blocks {
-		layer := &stages.Layer{E: e, Block: b}
-		if ahead > 0 && i+ahead < len(blocks) {
-			layer.Ahead = blocks[i+ahead]
+	per := blocksPerStage(lp.BlocksPerStage, len(blocks), e.Opt.MaxSeqs)
+	for lo := 0; lo < len(blocks); lo += per {
+		hi := min(lo+per, len(blocks))
+		layer := &stages.Layers{E: e, Blocks: blocks[lo:hi]}
+		if a := lp.PrefetchAhead; a > 0 && lo+a < len(blocks) {
+			layer.Ahead = blocks[lo+a]
 		}
-		steps = graph.Then(fmt.Sprintf("%s.%02d", st.ID, i), steps, layer, graph.Buffer(st.Buffer))
+		name := fmt.Sprintf("%s.%02d", st.ID, lo)
+		if hi-lo > 1 {
+			name = fmt.Sprintf("%s.%02d-%02d", st.ID, lo, hi-1)
+		}
+		steps = graph.Then(name, steps, layer, graph.Buffer(st.Buffer))
 	}
 
 	st = stage(KindHead)
@@ -110,4 +117,14 @@ func Build(p *Pipeline, o BuildOptions) (*graph.Graph, error) {
 		return nil, fmt.Errorf("pipelines: %s: %w", p.Source, err)
 	}
 	return g, nil
+}
+
+// blocksPerStage resolves the blocks_per_stage param: 0 spreads the blocks
+// over as many stages as can actually run at once, min(in flight, cores).
+func blocksPerStage(param, blocks, inFlight int) int {
+	if param > 0 {
+		return param
+	}
+	depth := max(1, min(inFlight, runtime.GOMAXPROCS(0), blocks))
+	return (blocks + depth - 1) / depth
 }

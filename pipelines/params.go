@@ -76,6 +76,12 @@ type TransformerLayersParams struct {
 	// PrefetchAhead is how many layers ahead of a batch the prefetch stage
 	// asks the weight store to load; 0 disables prefetch. ≥ 0, default 1.
 	PrefetchAhead int `toml:"prefetch_ahead"`
+	// BlocksPerStage is how many consecutive blocks one stage runs. One stage
+	// per block gives the most pipeline parallelism, but every stage boundary
+	// is a goroutine hand-off per token, and depth beyond the number of cores
+	// (or of sequences in flight) buys nothing. 0 = auto: the blocks split
+	// evenly over min(max_in_flight, GOMAXPROCS) stages. ≥ 0, default 0.
+	BlocksPerStage int `toml:"blocks_per_stage"`
 }
 
 // DefaultTransformerLayersParams returns the transformer_layers defaults.
@@ -85,7 +91,10 @@ func DefaultTransformerLayersParams() *TransformerLayersParams {
 
 // Validate checks the ranges documented on the fields.
 func (p *TransformerLayersParams) Validate() error {
-	return atLeast("prefetch_ahead", p.PrefetchAhead, 0)
+	return firstErr(
+		atLeast("prefetch_ahead", p.PrefetchAhead, 0),
+		atLeast("blocks_per_stage", p.BlocksPerStage, 0),
+	)
 }
 
 // SampleParams configures the sampler. The defaults are llama.cpp's and
@@ -193,7 +202,7 @@ func Builtin() *Registry {
 		{Name: KindScheduler, Doc: "admits prompts in prefill chunks, batches active sequences, retires finished ones",
 			NewParams: func() any { return DefaultSchedulerParams() }},
 		{Name: KindEmbed, Doc: "token ids to hidden states"},
-		{Name: KindTransformerLayers, Doc: "one stage per transformer block (count from the model), with weight prefetch",
+		{Name: KindTransformerLayers, Doc: "transformer blocks, blocks_per_stage to a stage (auto: as deep as can run at once), with weight prefetch",
 			NewParams: func() any { return DefaultTransformerLayersParams() }},
 		{Name: KindHead, Doc: "final norm and output projection to logits"},
 		{Name: KindSample, Doc: "picks the next token; feeds it back to the scheduler",

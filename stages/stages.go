@@ -64,20 +64,28 @@ func (s *Embed) Process(ctx context.Context, in Step, emit graph.Emit[Step]) err
 	return forward(ctx, s.E, in, emit, func(st *model.State) error { return s.E.Model.Embed(ctx, st, s.E.Store) })
 }
 
-// Layer runs one transformer block. Before it does, it hints the store about
-// the weights of the block Ahead (k layers down), so a tier that loads from
-// disk overlaps that read with this block's compute.
-type Layer struct {
-	E     *decode.Engine
-	Block model.Block
-	Ahead model.Block // nil: no prefetch
+// Layers runs a run of consecutive transformer blocks (one, by default).
+// Before each pass it hints the store about the weights of the block Ahead
+// (k layers down), so a tier that loads from disk overlaps that read with
+// this stage's compute.
+type Layers struct {
+	E      *decode.Engine
+	Blocks []model.Block
+	Ahead  model.Block // nil: no prefetch
 }
 
-func (s *Layer) Process(ctx context.Context, in Step, emit graph.Emit[Step]) error {
+func (s *Layers) Process(ctx context.Context, in Step, emit graph.Emit[Step]) error {
 	if in.State != nil && s.Ahead != nil {
 		s.E.Store.Prefetch(s.Ahead.Weights()...)
 	}
-	return forward(ctx, s.E, in, emit, func(st *model.State) error { return s.Block.Forward(ctx, st, s.E.Store) })
+	return forward(ctx, s.E, in, emit, func(st *model.State) error {
+		for _, b := range s.Blocks {
+			if err := b.Forward(ctx, st, s.E.Store); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Head computes logits for the output rows.
@@ -122,7 +130,7 @@ func (s *Detokenize) Process(ctx context.Context, q *decode.Seq, emit graph.Emit
 var (
 	_ graph.Stage[decode.Request, *decode.Seq] = (*Tokenize)(nil)
 	_ graph.Stage[*decode.Seq, Step]           = (*Schedule)(nil)
-	_ graph.Stage[Step, Step]                  = (*Layer)(nil)
+	_ graph.Stage[Step, Step]                  = (*Layers)(nil)
 	_ graph.Stage[Step, *decode.Seq]           = (*Sample)(nil)
 	_ graph.Stage[*decode.Seq, Result]         = (*Detokenize)(nil)
 )

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,8 +55,20 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	genTokens := fs.Int("gen-tokens", 128, "tokens to generate (decode)")
 	runs := fs.Int("runs", 5, "runs; figures are the median, min and max")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *promptTokens < 1 || *genTokens < 1 || *runs < 1 {
 		return fmt.Errorf("bench: --prompt-tokens, --gen-tokens and --runs must be ≥ 1: %w", errUsage)
