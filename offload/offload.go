@@ -111,6 +111,7 @@ var ErrClosed = errors.New("offload: store closed")
 type memStore struct {
 	files   []memFile
 	index   map[string]Ref
+	views   map[viewKey]*view // one per tensor, so Acquire does not allocate
 	closed  atomic.Bool
 	mu      sync.Mutex
 	acq     atomic.Int64
@@ -127,7 +128,7 @@ type memFile struct {
 
 // Open validates every tensor against its file's size and maps or reads the files.
 func Open(ctx context.Context, o Options) (Store, error) {
-	s := &memStore{index: map[string]Ref{}}
+	s := &memStore{index: map[string]Ref{}, views: map[viewKey]*view{}}
 	var total int64
 	for _, f := range o.Files {
 		st, err := os.Stat(f.Path)
@@ -165,6 +166,8 @@ func Open(ctx context.Context, o Options) (Store, error) {
 				return nil, fmt.Errorf("offload: %s: tensor %q appears twice", f.Path, t.Name)
 			}
 			s.index[t.Name] = Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
+			end := t.Offset + t.Size
+			s.views[viewKey{fi, t.Offset, t.Size}] = &view{mf.data[t.Offset:end:end]}
 		}
 	}
 	o.Logger.Debug().Int("files", len(s.files)).Int("tensors", len(s.index)).Str("tier", o.Tier.String()).Msg("store open")
@@ -215,10 +218,16 @@ func (s *memStore) Lookup(name string) (Ref, bool) {
 	return r, ok
 }
 
-type view []byte
+type viewKey struct {
+	file      int
+	off, size int64
+}
 
-func (v view) Bytes() []byte { return v }
-func (v view) Release()      {}
+// view is a resident tensor of the RAM or mmap tier: nothing to pin.
+type view struct{ b []byte }
+
+func (v *view) Bytes() []byte { return v.b }
+func (v *view) Release()      {}
 
 func (s *memStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 	if s.closed.Load() {
@@ -232,7 +241,11 @@ func (s *memStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 		return nil, fmt.Errorf("offload: tensor %q [%d,+%d) outside %s", r.Name, r.Offset, r.Size, s.files[r.File].path)
 	}
 	s.acq.Add(1)
-	return view(data[r.Offset : r.Offset+r.Size : r.Offset+r.Size]), nil
+	if v, ok := s.views[viewKey{r.File, r.Offset, r.Size}]; ok {
+		return v, nil
+	}
+	end := r.Offset + r.Size // a Ref made by hand for a range no tensor names
+	return &view{data[r.Offset:end:end]}, nil
 }
 
 func (s *memStore) Prefetch(refs ...Ref) { s.hints.Add(int64(len(refs))) }

@@ -106,3 +106,20 @@ func TestOpenErrors(t *testing.T) {
 		t.Error("ParseTier accepted ssd (not built yet)")
 	}
 }
+
+func TestAcquireDoesNotAllocate(t *testing.T) {
+	path := writeFile(t, make([]byte, 128))
+	s, err := Open(context.Background(), Options{Files: []File{{Path: path, Tensors: []tensor.Info{{Name: "a", Size: 64}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, _ := s.Lookup("a")
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		p, _ := s.Acquire(ctx, r)
+		p.Release()
+	}); n != 0 {
+		t.Errorf("Acquire allocates %v times", n)
+	}
+}
