@@ -50,6 +50,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzReader$$' -fuzztime=$(FUZZX) ./batch
 	$(GO) test -run='^$$' -fuzz='^FuzzReadLlama2CVocab$$' -fuzztime=$(FUZZX) ./model/synth
 	$(GO) test -run='^$$' -fuzz='^FuzzHeader$$' -fuzztime=$(FUZZX) ./format/safetensors
+	$(GO) test -run='^$$' -fuzz='^FuzzParseLoraSpec$$' -fuzztime=$(FUZZX) ./cmd/sluice
+	$(GO) test -run='^$$' -fuzz='^FuzzParseNM$$' -fuzztime=$(FUZZX) ./cmd/sluice
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRow24$$' -fuzztime=$(FUZZX) ./compress/prune
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./kernels/... ./sample/... | tee bench.txt

@@ -97,6 +97,9 @@ type Request struct {
 	// Temperature and Seed override the pipeline's sampler when non-nil.
 	Temperature *float64
 	Seed        *uint64
+	// Adapter names the LoRA adapter to run the line with ("adapter", or
+	// "body.adapter" in OpenAI Batch files); "" is the base model.
+	Adapter string
 	// Err is non-nil when the line could not be read as a request (a
 	// *LineError); Prompt and Messages are then empty, and CustomID is the
 	// line's custom_id if it could be read, else "line-N".

@@ -168,6 +168,7 @@ type params struct {
 	MaxCompletionTokens json.RawMessage `json:"max_completion_tokens"`
 	Temperature         json.RawMessage `json:"temperature"`
 	Seed                json.RawMessage `json:"seed"`
+	Adapter             json.RawMessage `json:"adapter"`
 }
 
 const (
@@ -317,6 +318,11 @@ func (r *Reader) fill(req *Request, p *params, prefix string) string {
 			return fmt.Sprintf("%q must be an integer from 0 to 2^64-1, got %s", prefix+"seed", clip(p.Seed))
 		}
 		req.Seed = &s
+	}
+	if present(p.Adapter) {
+		if err := json.Unmarshal(p.Adapter, &req.Adapter); err != nil || req.Adapter == "" {
+			return fmt.Sprintf("%q must be a non-empty string (an adapter name), got %s", prefix+"adapter", clip(p.Adapter))
+		}
 	}
 	return ""
 }

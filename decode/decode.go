@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ type Request struct {
 	Tokens       []int32         // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
 	MaxNewTokens int             // 0 = Options.MaxNewTokens
 	Sampling     *sample.Options // nil = Options.Sampling
+	// Adapter names a LoRA adapter set registered on the model
+	// (model.Adaptable.AddAdapter); "" runs the base model.
+	Adapter string
 }
 
 // Options are the engine-wide defaults.
@@ -144,6 +148,12 @@ func (e *Engine) Start(req Request) *Seq {
 	if s.sampler, err = sample.New(so); err != nil {
 		return e.fail(s, err)
 	}
+	if req.Adapter != "" {
+		ad, ok := e.Model.(model.Adaptable)
+		if !ok || !slices.Contains(ad.Adapters(), req.Adapter) {
+			return e.fail(s, fmt.Errorf("decode: request %s: %w: %q is not loaded (loaded: %v)", req.ID, model.ErrAdapter, req.Adapter, loadedAdapters(e.Model)))
+		}
+	}
 	if len(req.Tokens) > 0 {
 		s.Tokens = append([]int32(nil), req.Tokens...)
 	} else {
@@ -157,6 +167,13 @@ func (e *Engine) Start(req Request) *Seq {
 		return e.fail(s, fmt.Errorf("decode: prompt of %d tokens does not fit the context of %d", s.NPrompt, e.Opt.Context))
 	}
 	return s
+}
+
+func loadedAdapters(m model.Model) []string {
+	if ad, ok := m.(model.Adaptable); ok {
+		return ad.Adapters()
+	}
+	return nil
 }
 
 func (e *Engine) fail(s *Seq, err error) *Seq {
@@ -192,6 +209,7 @@ func (e *Engine) Plan(ctx context.Context, s *Seq) (*model.State, error) {
 		return nil, err
 	}
 	st.KV, st.Mask = pass, pass.Mask()
+	st.Adapter = s.Req.Adapter
 	return st, nil
 }
 

@@ -20,6 +20,14 @@ import "math"
 type actQ8 struct {
 	q []int8    // n*cols quantized values, row-major like x
 	d []float32 // n*cols/32 block scales
+	// c and d4 serve the fast Q4_0 kernel, which takes a block's nibbles
+	// unsigned (stored +8) and its integer dot in 4 int32 lanes, lane k
+	// covering values 4k..4k+3 and 16+4k..16+4k+3:
+	//   c[4b+k] = 8·Σ of those q (the +8 offset to subtract),
+	//   d4[4b+k] = d[b],
+	// so a pair of blocks reads 8 contiguous lanes of each.
+	c  []int32
+	d4 []float32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -55,10 +63,24 @@ func (a *actQ8) quantize(x []float32, n, cols int) {
 	if cap(a.d) < nb {
 		a.d = make([]float32, nb)
 	}
-	a.q, a.d = a.q[:n*cols], a.d[:nb]
+	if cap(a.c) < 4*nb {
+		a.c = make([]int32, 4*nb)
+		a.d4 = make([]float32, 4*nb)
+	}
+	a.q, a.d, a.c, a.d4 = a.q[:n*cols], a.d[:nb], a.c[:4*nb], a.d4[:4*nb]
 	x = x[:n*cols]
 	for b := range nb {
-		a.d[b] = quantizeBlockQ8(a.q[b*tile:(b+1)*tile], x[b*tile:(b+1)*tile])
+		q := a.q[b*tile : (b+1)*tile]
+		d := quantizeBlockQ8(q, x[b*tile:(b+1)*tile])
+		a.d[b] = d
+		for k := range 4 {
+			var s int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				s += int32(q[j]) + int32(q[j+tile/2])
+			}
+			a.c[4*b+k] = 8 * s
+			a.d4[4*b+k] = d
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 	if n == 0 || w.Rows == 0 {
 		return
 	}
-	j := matJob{k: matKernelFor(w.DType), dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+	j := matJob{k: matKernelFor(w.DType), dt: w.DType, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
 	locked := false
 	if j.ak = actKernelFor(w.DType); j.ak != nil {
 		// Quantize the activations once for the whole call, into scratch
@@ -112,7 +112,8 @@ func MatVec(p *Pool, dst []float32, w Weight, x []float32) {
 
 // matJob is one MatMul call, split by output row across a Pool.
 type matJob struct {
-	k             matKernel
+	k             matKernel // nil: the generic extension path, matExt(dt, …)
+	dt            tensor.DType
 	ak            actKernel // when non-nil, used instead of k over xq
 	xq            *actQ8
 	dst, x        []float32
@@ -123,6 +124,10 @@ type matJob struct {
 func (j *matJob) run(lo, hi int) {
 	if j.ak != nil {
 		j.ak(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
+		return
+	}
+	if j.k == nil {
+		matExt(j.dt, j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
 		return
 	}
 	j.k(j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
@@ -139,7 +144,8 @@ func actKernelFor(t tensor.DType) actKernel {
 	return nil
 }
 
-// matKernelFor picks the dispatch variable for a dtype Validate accepted.
+// matKernelFor picks the dispatch variable for a dtype Validate accepted: for
+// an extension dtype its registered kernel, or nil for the generic matExt.
 func matKernelFor(t tensor.DType) matKernel {
 	switch t {
 	case tensor.F32:
@@ -152,6 +158,12 @@ func matKernelFor(t tensor.DType) matKernel {
 		return matQ8_0Impl
 	case tensor.Q4_0:
 		return matQ4_0Impl
+	}
+	if k := extKernelFor(t); k != nil {
+		return k
+	}
+	if _, ok := tensor.LookupCodec(t); ok {
+		return nil
 	}
 	panic("kernels: MatMul: unsupported dtype " + t.String())
 }

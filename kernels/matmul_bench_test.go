@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // benchShapes are stories15M's FFN (288×768), a 768×2048 projection and
@@ -38,22 +39,30 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
-// BenchmarkMatVecThreads is the decode product at TinyLlama's FFN shape on
-// every core (rows split across the Pool).
+// BenchmarkMatVecThreads is the decode product at a 110M model's FFN shape
+// (768×2048) and TinyLlama's (2048×5632) on 1 and 2 threads (rows split
+// across the Pool): whether a second core pays for its wake-up.
 func BenchmarkMatVecThreads(b *testing.B) {
 	for _, dt := range dtypes {
-		b.Run(dt.String(), func(b *testing.B) {
-			r := newRand(b)
-			const rows, cols = 2048, 5632
-			w := makeWeight(r, dt, rows, cols, 0, encoded)
-			x, dst := vec(r, cols, normal), make([]float32, rows)
-			p := kernels.NewPool(runtime.GOMAXPROCS(0))
-			defer p.Close()
-			b.SetBytes(int64(len(w.Data)))
-			for b.Loop() {
-				kernels.MatVec(p, dst, w, x)
+		for _, sh := range [][2]int{{768, 2048}, {2048, 5632}} {
+			var w kernels.Weight
+			for _, th := range []int{1, 2} {
+				rows, cols := sh[0], sh[1]
+				b.Run(fmt.Sprintf("%v/%dx%d/threads=%d", dt, rows, cols, th), func(b *testing.B) {
+					r := newRand(b)
+					if w.Data == nil {
+						w = makeWeight(r, dt, rows, cols, 0, encoded)
+					}
+					x, dst := vec(r, cols, normal), make([]float32, rows)
+					p := kernels.NewPool(th)
+					defer p.Close()
+					b.SetBytes(int64(len(w.Data)))
+					for b.Loop() {
+						kernels.MatVec(p, dst, w, x)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
@@ -98,5 +107,34 @@ func BenchmarkPoolFor(b *testing.B) {
 	fn := func(lo, hi int) {}
 	for b.Loop() {
 		p.For(64, fn)
+	}
+}
+
+// BenchmarkMatVecDRAM is decode as a real model runs it: a 110M model's
+// matrices (768×768, 2048×768, 768×2048) cycled through ~140 MB of weights, so
+// every byte comes from DRAM rather than the L3 cache that holds a single
+// BenchmarkMatMul weight. Compare MB/s with BenchmarkStreamRead.
+func BenchmarkMatVecDRAM(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0, tensor.F16} {
+		b.Run(dt.String(), func(b *testing.B) {
+			r := newRand(b)
+			shapes := [][2]int{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}}
+			var ws []kernels.Weight
+			var total int64
+			for total < 140<<20 {
+				for _, sh := range shapes {
+					w := makeWeight(r, dt, sh[0], sh[1], 0, encoded)
+					ws = append(ws, w)
+					total += int64(len(w.Data))
+				}
+			}
+			x, dst := vec(r, 2048, normal), make([]float32, 2048)
+			b.SetBytes(total)
+			for b.Loop() {
+				for _, w := range ws {
+					kernels.MatVec(nil, dst[:w.Rows], w, x[:w.Cols])
+				}
+			}
+		})
 	}
 }

@@ -36,8 +36,8 @@ func init() {
 		matF32Impl = matF32AVX512
 		matF16Impl = matF16AVX512
 		matBF16Impl = matBF16AVX512
-		matQ8_0ActImpl = matQ8_0AVX2
-		matQ4_0ActImpl = matQ4_0AVX2
+		matQ8_0ActImpl = matQ8_0Fast
+		matQ4_0ActImpl = matQ4_0Fast
 		implName = "avx512"
 	case archsimd.X86.AVX2() && archsimd.X86.FMA():
 		setAVX2()
@@ -50,8 +50,8 @@ func setAVX2() {
 	matF32Impl = matF32AVX2
 	matF16Impl = matF16AVX2
 	matBF16Impl = matBF16AVX2
-	matQ8_0ActImpl = matQ8_0AVX2
-	matQ4_0ActImpl = matQ4_0AVX2
+	matQ8_0ActImpl = matQ8_0Fast
+	matQ4_0ActImpl = matQ4_0Fast
 	implName = "avx2"
 }
 
@@ -302,7 +302,13 @@ func matHalfAVX512(k halfKind, dst []float32, w []byte, x []float32, n, rows, co
 	r := lo
 	for ; r+2 <= hi; r += 2 {
 		w0, w1 := wh[r*cols:(r+1)*cols], wh[(r+1)*cols:(r+2)*cols]
-		for i := 0; i < n; i++ {
+		i := 0
+		for ; i+2 <= n; i += 2 {
+			s := dot2x2HalfX16(k, w0, w1, x[i*cols:(i+1)*cols], x[(i+1)*cols:(i+2)*cols])
+			dst[i*rows+r], dst[i*rows+r+1] = s[0], s[1]
+			dst[(i+1)*rows+r], dst[(i+1)*rows+r+1] = s[2], s[3]
+		}
+		if i < n {
 			s0, s1 := dot2HalfX16(k, w0, w1, x[i*cols:(i+1)*cols])
 			dst[i*rows+r], dst[i*rows+r+1] = s0, s1
 		}
@@ -334,6 +340,38 @@ func dot2HalfX16(k halfKind, w0, w1 []uint16, x []float32) (s0, s1 float32) {
 		a1 = halfToF32x16(loadPartU16x16(w1[j:]).ExtendToUint32(), k).MulAdd(xv, a1)
 	}
 	return hsum16(a0), hsum16(a1)
+}
+
+// dot2x2HalfX16 is dot2HalfX16 of rows w0, w1 with inputs x and y: four
+// chains, each identical to its dot2HalfX16 chain, converting each weight
+// vector once for both inputs (prefill, draft trees). Returns w0·x, w1·x,
+// w0·y, w1·y.
+func dot2x2HalfX16(k halfKind, w0, w1 []uint16, x, y []float32) [4]float32 {
+	m := len(x)
+	w0, w1, y = w0[:m], w1[:m], y[:m]
+	a0 := archsimd.BroadcastFloat32x16(0)
+	a1, c0, c1 := a0, a0, a0
+	j := 0
+	for ; j+16 <= m; j += 16 {
+		xv := archsimd.LoadFloat32x16Slice(x[j : j+16])
+		yv := archsimd.LoadFloat32x16Slice(y[j : j+16])
+		f0 := halfToF32x16(archsimd.LoadUint16x16Slice(w0[j:j+16]).ExtendToUint32(), k)
+		f1 := halfToF32x16(archsimd.LoadUint16x16Slice(w1[j:j+16]).ExtendToUint32(), k)
+		a0 = f0.MulAdd(xv, a0)
+		a1 = f1.MulAdd(xv, a1)
+		c0 = f0.MulAdd(yv, c0)
+		c1 = f1.MulAdd(yv, c1)
+	}
+	if j < m {
+		xv, yv := loadPart16(x[j:]), loadPart16(y[j:])
+		f0 := halfToF32x16(loadPartU16x16(w0[j:]).ExtendToUint32(), k)
+		f1 := halfToF32x16(loadPartU16x16(w1[j:]).ExtendToUint32(), k)
+		a0 = f0.MulAdd(xv, a0)
+		a1 = f1.MulAdd(xv, a1)
+		c0 = f0.MulAdd(yv, c0)
+		c1 = f1.MulAdd(yv, c1)
+	}
+	return [4]float32{hsum16(a0), hsum16(a1), hsum16(c0), hsum16(c1)}
 }
 
 func matHalfAVX2(k halfKind, dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
@@ -396,74 +434,3 @@ var quantScaleTable = sync.OnceValue(func() *[1 << 16]float32 {
 	}
 	return t
 })
-
-func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	nb := cols / tile
-	rb := nb * 34
-	sc := quantScaleTable()
-	for r := lo; r < hi; r++ {
-		row := w[r*rb : (r+1)*rb]
-		for i := 0; i < n; i++ {
-			dst[i*rows+r] = dotQ8_0x8(row, xq.q[i*cols:(i+1)*cols], xq.d[i*nb:(i+1)*nb], sc)
-		}
-	}
-}
-
-// dotI8x8 is the exact Σ w_j·x_j of 32 int8 pairs in 8 int32 lanes, as float32
-// (|sum| ≤ 32·128·127 < 2^24, so the conversion is exact). VPMADDUBSW wants
-// an unsigned operand: |w| times x with w's sign (VPSIGNB); a pair sum is at
-// most 2·128·127 < 2^15, so its saturation never triggers.
-func dotI8x8(wv, xv archsimd.Int8x32) archsimd.Float32x8 {
-	p := wv.Abs().AsUint8x32().DotProductPairsSaturated(xv.CopySign(wv))
-	return p.DotProductPairs(archsimd.BroadcastInt16x16(1)).ConvertToFloat32()
-}
-
-func dotQ8_0x8(row []byte, xq []int8, xd []float32, sc *[1 << 16]float32) float32 {
-	nb := len(xd)
-	row = row[:nb*34]
-	xq = xq[:nb*tile]
-	acc := archsimd.BroadcastFloat32x8(0)
-	for b := 0; b < nb; b++ {
-		blk := row[b*34 : b*34+34]
-		d := sc[uint16(blk[0])|uint16(blk[1])<<8] * xd[b]
-		wv := archsimd.LoadUint8x32Slice(blk[2:34]).AsInt8x32()
-		xv := archsimd.LoadInt8x32Slice(xq[b*tile : b*tile+tile])
-		acc = dotI8x8(wv, xv).MulAdd(archsimd.BroadcastFloat32x8(d), acc)
-	}
-	return hsum8(acc)
-}
-
-func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	nb := cols / tile
-	rb := nb * 18
-	sc := quantScaleTable()
-	for r := lo; r < hi; r++ {
-		row := w[r*rb : (r+1)*rb]
-		for i := 0; i < n; i++ {
-			dst[i*rows+r] = dotQ4_0x8(row, xq.q[i*cols:(i+1)*cols], xq.d[i*nb:(i+1)*nb], sc)
-		}
-	}
-}
-
-// dotQ4_0x8: byte j of a block's 16 holds weight j (low nibble) and j+16
-// (high nibble), each nibble−8; the nibbles are spread into 32 int8 lanes in
-// weight order and fed to the Q8_0 dot.
-func dotQ4_0x8(row []byte, xq []int8, xd []float32, sc *[1 << 16]float32) float32 {
-	nb := len(xd)
-	row = row[:nb*18]
-	xq = xq[:nb*tile]
-	lowMask := archsimd.BroadcastUint8x16(0x0f)
-	eight := archsimd.BroadcastInt8x32(8)
-	acc := archsimd.BroadcastFloat32x8(0)
-	for b := 0; b < nb; b++ {
-		blk := row[b*18 : b*18+18]
-		d := sc[uint16(blk[0])|uint16(blk[1])<<8] * xd[b]
-		qs := archsimd.LoadUint8x16Slice(blk[2:18])
-		lo := qs.And(lowMask)
-		hi := qs.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(lowMask)
-		wv := archsimd.BroadcastUint8x32(0).SetLo(lo).SetHi(hi).AsInt8x32().Sub(eight)
-		xv := archsimd.LoadInt8x32Slice(xq[b*tile : b*tile+tile])
-		acc = dotI8x8(wv, xv).MulAdd(archsimd.BroadcastFloat32x8(d), acc)
-	}
-	return hsum8(acc)
-}

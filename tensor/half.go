@@ -80,6 +80,7 @@ func F32ToBF16(f float32) uint16 {
 
 // DequantizeRow writes n float32 values decoded from src (laid out as dtype t)
 // into dst. It is the plain reference decoding every kernel is tested against.
+// Extension dtypes (see RegisterCodec) are decoded by their Codec.
 func DequantizeRow(dst []float32, src []byte, t DType, n int) {
 	dst = dst[:n]
 	switch t {
@@ -114,7 +115,11 @@ func DequantizeRow(dst []float32, src []byte, t DType, n int) {
 			}
 		}
 	default:
-		panic("tensor: DequantizeRow of unsupported dtype " + t.String())
+		c, ok := LookupCodec(t)
+		if !ok {
+			panic("tensor: DequantizeRow of unsupported dtype " + t.String())
+		}
+		c.DequantizeRow(dst, src, n)
 	}
 }
 

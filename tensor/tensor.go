@@ -47,12 +47,23 @@ func (t DType) String() string {
 	case BF16:
 		return "bf16"
 	}
+	if c, ok := LookupCodec(t); ok {
+		return c.Name
+	}
 	return fmt.Sprintf("ggml_type(%d)", uint32(t))
 }
 
-// ParseDType is the inverse of String.
+// builtin are the dtypes this package decodes itself.
+var builtin = []DType{F32, F16, Q4_0, Q8_0, BF16}
+
+// ParseDType is the inverse of String, registered extensions included.
 func ParseDType(s string) (DType, error) {
-	for _, t := range []DType{F32, F16, Q4_0, Q8_0, BF16} {
+	for _, t := range builtin {
+		if t.String() == s {
+			return t, nil
+		}
+	}
+	for _, t := range Extensions() {
 		if t.String() == s {
 			return t, nil
 		}
@@ -66,7 +77,8 @@ func (t DType) Known() bool {
 	case F32, F16, Q4_0, Q8_0, BF16:
 		return true
 	}
-	return false
+	_, ok := LookupCodec(t)
+	return ok
 }
 
 // BlockSize is the number of elements that share one block (1 for plain types).
@@ -80,7 +92,8 @@ func (t DType) BlockSize() int {
 	return 1
 }
 
-// BlockBytes is the size in bytes of one block (of one element for plain types).
+// BlockBytes is the size in bytes of one block (of one element for plain
+// types); 0 for extension dtypes, whose rows are sized by RowBytes alone.
 func (t DType) BlockBytes() int {
 	switch t {
 	case F32:
@@ -98,6 +111,12 @@ func (t DType) BlockBytes() int {
 // RowBytes returns the bytes taken by n consecutive elements, or an error when n
 // does not fill whole blocks or t is unknown.
 func (t DType) RowBytes(n int) (int64, error) {
+	if c, ok := LookupCodec(t); ok {
+		if n < 0 {
+			return 0, fmt.Errorf("tensor: %d elements of %v: negative count", n, t)
+		}
+		return c.RowBytes(n), nil
+	}
 	if !t.Known() {
 		return 0, fmt.Errorf("tensor: unsupported dtype %v", t)
 	}

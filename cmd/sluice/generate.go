@@ -62,7 +62,8 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 }
 
 // loadModel opens the pipeline's model, drawing a progress bar on a terminal.
-func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline) (*model.Loaded, error) {
+// Adapter sets (--lora) are read and registered on the model after it loads.
+func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...loraSet) (*model.Loaded, error) {
 	if p.Model.Path == "" {
 		return nil, fmt.Errorf("no model: give -m MODEL or set [model] path in %s: %w", p.Source, errUsage)
 	}
@@ -87,6 +88,12 @@ func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline) (*model.Loade
 	})
 	if bar != nil {
 		bar.Finish()
+	}
+	if err == nil {
+		if err = loadAdapters(l, adapters); err != nil {
+			l.Close()
+			l = nil
+		}
 	}
 	return l, err
 }
@@ -113,8 +120,9 @@ func seedPipeline(e *env, p *pipelines.Pipeline) {
 // runPipeline loads the model, builds the graph and runs requests through it.
 func runPipeline(ctx context.Context, e *env, p *pipelines.Pipeline, o decode.Options,
 	reqs func(context.Context, graph.Emit[decode.Request]) error, results func(context.Context, stages.Result) error,
+	adapters ...loraSet,
 ) (*model.Loaded, *graph.Graph, error) {
-	l, err := loadModel(ctx, e, p)
+	l, err := loadModel(ctx, e, p, adapters...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,6 +165,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	repeat := fs.Float64("repeat-penalty", 1, "repetition penalty (1: off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random, logged at info level)")
 	pipeline := fs.String("pipeline", "", "pipeline file (default: the greedy or sample preset)")
+	lf := addLoraFlags(fs, "all of them apply")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -202,11 +211,16 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		o.MaxNewTokens = *n
 	}
 	var out stages.Result
+	sets := oneSet(lf.specs())
 	reqs := func(ctx context.Context, emit graph.Emit[decode.Request]) error {
-		return emit(ctx, decode.Request{ID: "generate", Prompt: *prompt})
+		req := decode.Request{ID: "generate", Prompt: *prompt}
+		if len(sets) > 0 {
+			req.Adapter = sets[0].Name
+		}
+		return emit(ctx, req)
 	}
 	results := func(_ context.Context, r stages.Result) error { out = r; return nil }
-	l, _, err := runPipeline(ctx, e, p, o, reqs, results)
+	l, _, err := runPipeline(ctx, e, p, o, reqs, results, sets...)
 	if err != nil {
 		return err
 	}

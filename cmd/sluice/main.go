@@ -37,13 +37,18 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE]", "generate text from a prompt", cmdGenerate},
-		{"run", "run PIPELINE --prompts IN --out OUT [--model M] [--tokenizer T]", "run a batch of prompts through a pipeline file", cmdRun},
+		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE] [--lora DIR[:scale]]...", "generate text from a prompt", cmdGenerate},
+		{"run", "run PIPELINE --prompts IN --out OUT [--model M] [--tokenizer T] [--lora DIR[:scale]]...", "run a batch of prompts through a pipeline file", cmdRun},
 		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
 		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
 		{"gen-model", "gen-model --preset tiny|15m|110m|1b --dtype f32|f16|q8_0|q4_0 [--seed S] -o FILE.gguf", "write a seeded synthetic Llama model", cmdGenModel},
+		{"eval", "eval -m MODEL [--tokenizer T] --text FILE [--ref MODEL2 [--ref-tokenizer T2]] [--ctx N] [--json] | eval --make-text -m MODEL -o FILE [--tokens N] [--seed S]", "perplexity, KL divergence and top-1 agreement over a text", cmdEval},
+		{"lora", "lora merge -m BASE [--tokenizer T] --adapter DIR[:scale] -o OUT [--scale S] [--permute-qk]", "merge PEFT LoRA adapters into a new model file", cmdLora},
+		{"convert", "convert IN -o OUT.gguf [--tokenizer TOKENIZER.bin] [--name NAME]", "convert a llama2.c .bin or a Hugging Face llama directory to GGUF", cmdConvert},
 		{"bench", "bench -m MODEL [--tokenizer TOK] [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--runs 5] [--json]", "measure prefill and decode speed", cmdBench},
+		{"quantize", "quantize -m IN [--tokenizer TOK] -o OUT.gguf --type q8_0|q4_0|int8-gN|int4-gN|nf4", "write a copy of a model with quantized weight matrices", cmdQuantize},
+		{"prune", "prune -m IN [--tokenizer TOK] -o OUT.gguf (--sparsity S [--global] | --nm N:M)", "write a copy of a model with magnitude-pruned weight matrices", cmdPrune},
 	}
 }
 

@@ -25,7 +25,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	in := fs.String("prompts", "", "prompt file: JSONL, OpenAI Batch JSONL, or plain text (one prompt a line)")
 	out := fs.String("out", "", "results file (JSONL, appended; finished custom_ids are skipped)")
 	format := fs.String("format", "auto", "prompt file format: auto, jsonl, openai, text")
+	lf := addLoraFlags(fs, `each under its directory's base name; a line picks one with "adapter": "NAME"`)
 	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	sets, err := eachSet(lf.specs())
 	if err != nil {
 		return err
 	}
@@ -96,7 +101,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				}
 				continue
 			}
-			req := decode.Request{ID: r.CustomID, Index: uint64(r.Line), Prompt: r.Text(), MaxNewTokens: r.MaxTokens}
+			req := decode.Request{ID: r.CustomID, Index: uint64(r.Line), Prompt: r.Text(), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter}
 			if r.Temperature != nil || r.Seed != nil {
 				so := o.Sampling
 				if r.Temperature != nil {
@@ -126,7 +131,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		}
 		return record(res)
 	}
-	l, _, err := runPipeline(ctx, e, p, o, reqs, results)
+	l, _, err := runPipeline(ctx, e, p, o, reqs, results, sets...)
 	if bar != nil {
 		bar.Finish()
 	}

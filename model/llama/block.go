@@ -37,6 +37,8 @@ const (
 	sHB2
 	sScores
 	sNorm
+	sLoRAU // adapter: A·x
+	sLoRAT // adapter: B·(A·x)
 )
 
 // pinned gathers the weights of one Forward so they are released together.
@@ -62,6 +64,14 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	n, dim, qd, kvd := st.Batch.Len(), a.Dim, m.qDim(), m.kvDim()
 	var pins pinned
 	defer pins.release()
+	var ad *layerAdapter // nil: the base model alone
+	if st.Adapter != "" {
+		set, err := m.adapter(st.Adapter)
+		if err != nil {
+			return err
+		}
+		ad = &set.layers[b.i]
+	}
 	var normBuf []float32
 	attnNorm, p1, err := model.Vector(ctx, w, l.AttnNorm, &normBuf)
 	if err != nil {
@@ -94,6 +104,11 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	kernels.MatMul(m.pool, q, wq, xb, n)
 	kernels.MatMul(m.pool, k, wk, xb, n)
 	kernels.MatMul(m.pool, v, wv, xb, n)
+	if ad != nil {
+		applyAll(ad.q, m.pool, st, q, xb, n)
+		applyAll(ad.k, m.pool, st, k, xb, n)
+		applyAll(ad.v, m.pool, st, v, xb, n)
+	}
 	for r := range n {
 		pos := st.Batch.Positions[r]
 		kernels.RoPE(q[r*qd:(r+1)*qd], pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
@@ -112,6 +127,9 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
+	if ad != nil {
+		applyAll(ad.o, m.pool, st, xb2, att, n)
+	}
 	kernels.Add(x, xb2)
 
 	// MLP: x += down(silu(gate(xn)) * up(xn)).
@@ -138,8 +156,15 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	hb, hb2 := st.Scratch(sHB, n*a.Hidden), st.Scratch(sHB2, n*a.Hidden)
 	kernels.MatMul(m.pool, hb, wg, xb, n)
 	kernels.MatMul(m.pool, hb2, wu, xb, n)
+	if ad != nil {
+		applyAll(ad.gate, m.pool, st, hb, xb, n)
+		applyAll(ad.up, m.pool, st, hb2, xb, n)
+	}
 	kernels.SwiGLU(hb, hb, hb2)
 	kernels.MatMul(m.pool, xb, wd, hb, n)
+	if ad != nil {
+		applyAll(ad.down, m.pool, st, xb, hb, n)
+	}
 	kernels.Add(x, xb)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
@@ -53,6 +54,9 @@ type Model struct {
 	w      Weights
 	blocks []model.Block
 	pool   *kernels.Pool
+
+	adMu     sync.RWMutex
+	adapters map[string]*adapterSet // unmerged LoRA sets by name
 }
 
 var _ model.Model = (*Model)(nil)
@@ -165,6 +169,13 @@ func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) err
 		}
 		model.Row(st.Hidden[i*dim:(i+1)*dim], emb, int(t))
 	}
+	if st.Adapter != "" {
+		set, err := m.adapter(st.Adapter)
+		if err != nil {
+			return err
+		}
+		set.embedAdapter(st, dim)
+	}
 	return nil
 }
 
@@ -190,5 +201,15 @@ func (m *Model) Head(ctx context.Context, st *model.State, w offload.Store) erro
 	}
 	defer po.Release()
 	kernels.MatMul(m.pool, st.Logits, out, x, len(outs))
+	if st.Adapter != "" {
+		set, err := m.adapter(st.Adapter)
+		if err != nil {
+			return err
+		}
+		applyAll(set.output, m.pool, st, st.Logits, x, len(outs))
+		if m.arch.TiedOutput {
+			applyAll(set.embed, m.pool, st, st.Logits, x, len(outs))
+		}
+	}
 	return nil
 }

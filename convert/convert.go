@@ -1,0 +1,199 @@
+// Package convert turns checkpoints in other layouts into GGUF files (F32),
+// named and keyed as llama.cpp's converters write them, so llama.cpp and every
+// sluice loader read the result like any other GGUF:
+//
+//   - a llama2.c checkpoint (.bin) and its tokenizer.bin, as llama.cpp's
+//     convert-llama2c-to-ggml does; llama2.c already rotates adjacent pairs
+//     in RoPE, so its Q and K rows are copied as they are;
+//   - a Hugging Face llama directory (config.json and model.safetensors, or
+//     shards named by model.safetensors.index.json), as convert_hf_to_gguf.py
+//     does: HF names become GGUF names and the Q and K rows of each head are
+//     permuted from HF's rotate-half layout to GGML's adjacent pairs.
+//
+// The vocabulary comes from a llama2.c tokenizer.bin (Options.Tokenizer).
+// tokenizer.json is not supported yet; without a tokenizer.bin the file has
+// weights only and needs `--tokenizer` wherever it is loaded.
+//
+// The converted tensors are held in memory until the file is written, which
+// is fine for the models sluice converts today (the F32 output is the size of
+// the model anyway).
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/format/llama2c"
+	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// Sentinel errors; every error from this package wraps one of them or an
+// error of the format packages.
+var (
+	ErrUnsupported = errors.New("convert: unsupported")
+	ErrConfig      = errors.New("convert: bad config")
+	ErrMissing     = errors.New("convert: missing tensor")
+	ErrShape       = errors.New("convert: shape mismatch")
+	ErrVocab       = errors.New("convert: vocabulary does not fit")
+)
+
+// Options configure a conversion.
+type Options struct {
+	// Tokenizer is a llama2.c tokenizer.bin whose pieces become the
+	// tokenizer.ggml.* keys. "" writes no vocabulary (with a warning).
+	Tokenizer string
+	// Name is general.name; "" means the input's base name.
+	Name string
+	// Logger receives warnings; the zero value discards them.
+	Logger zerolog.Logger
+}
+
+// File converts in, a llama2.c checkpoint or a Hugging Face model directory,
+// into the GGUF file out.
+func File(in, out string, o Options) error {
+	st, err := os.Stat(in)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	var w *gguf.Writer
+	if st.IsDir() {
+		w, err = HF(in, o)
+	} else {
+		w, err = Llama2C(in, o)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.WriteFile(out); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	return nil
+}
+
+// Llama2C converts the llama2.c checkpoint at path. A shared classifier gives
+// no output.weight: GGUF llama readers then use token_embd, as llama.cpp does.
+func Llama2C(path string, o Options) (*gguf.Writer, error) {
+	f, err := llama2c.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	defer r.Close()
+	c := f.Config
+	m := metadata{
+		name: o.Name, dim: c.Dim, hidden: c.HiddenDim, layers: c.Layers, heads: c.Heads, kvHeads: c.KVHeads,
+		context: c.SeqLen, vocab: c.VocabSize, ropeBase: 10000, eps: 1e-5,
+	}
+	if m.name == "" {
+		m.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	w := gguf.NewWriter()
+	if err := m.write(w, path, o); err != nil {
+		return nil, err
+	}
+	for _, t := range ggufOrder(f.Tensors) {
+		data := make([]byte, t.Size)
+		if _, err := r.ReadAt(data, t.Offset); err != nil {
+			return nil, fmt.Errorf("convert: %s: tensor %s at offset %d: %w", path, t.Name, t.Offset, err)
+		}
+		if err := w.AddTensor(t.Name, tensor.F32, t.Shape, data); err != nil {
+			return nil, fmt.Errorf("convert: %s: %w", path, err)
+		}
+	}
+	return w, nil
+}
+
+// ggufOrder sorts tensors as llama.cpp writes them: token_embd, output_norm,
+// output, then each block in order.
+func ggufOrder(ts []tensor.Info) []tensor.Info {
+	rank := func(name string) int {
+		switch name {
+		case "token_embd.weight":
+			return -3
+		case "output_norm.weight":
+			return -2
+		case "output.weight":
+			return -1
+		}
+		var l int
+		fmt.Sscanf(name, "blk.%d.", &l)
+		return l
+	}
+	out := slices.Clone(ts)
+	slices.SortStableFunc(out, func(a, b tensor.Info) int {
+		return rank(a.Name) - rank(b.Name)
+	})
+	return out
+}
+
+// metadata is the hyperparameters every converted llama file records.
+type metadata struct {
+	name                                string
+	dim, hidden, layers, heads, kvHeads int
+	context, vocab                      int
+	ropeBase, eps                       float32
+}
+
+// write adds the general.*, llama.* and (with o.Tokenizer) tokenizer.ggml.*
+// keys. src names the input in errors.
+func (m metadata) write(w *gguf.Writer, src string, o Options) error {
+	kvs := []struct {
+		key   string
+		value any
+	}{
+		{"general.architecture", "llama"},
+		{"general.name", m.name},
+		{"general.file_type", uint32(0)}, // LLAMA_FTYPE_ALL_F32
+		{"llama.context_length", uint32(m.context)},
+		{"llama.embedding_length", uint32(m.dim)},
+		{"llama.block_count", uint32(m.layers)},
+		{"llama.feed_forward_length", uint32(m.hidden)},
+		{"llama.rope.dimension_count", uint32(m.dim / m.heads)},
+		{"llama.attention.head_count", uint32(m.heads)},
+		{"llama.attention.head_count_kv", uint32(m.kvHeads)},
+		{"llama.attention.layer_norm_rms_epsilon", m.eps},
+		{"llama.rope.freq_base", m.ropeBase},
+		{"llama.vocab_size", uint32(m.vocab)},
+	}
+	if o.Tokenizer == "" {
+		o.Logger.Warn().Str("input", src).Msg("no --tokenizer given: the GGUF has no vocabulary (tokenizer.json is not supported yet); load it with --tokenizer tokenizer.bin")
+	} else {
+		v, err := synth.LoadLlama2CVocab(o.Tokenizer)
+		if err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		if v.Len() != m.vocab {
+			return fmt.Errorf("%w: %s has %d pieces, %s a vocabulary of %d", ErrVocab, o.Tokenizer, v.Len(), src, m.vocab)
+		}
+		kvs = append(kvs, []struct {
+			key   string
+			value any
+		}{
+			{"tokenizer.ggml.model", "llama"},
+			{"tokenizer.ggml.tokens", v.Tokens},
+			{"tokenizer.ggml.scores", v.Scores},
+			{"tokenizer.ggml.token_type", v.Types},
+			{"tokenizer.ggml.bos_token_id", uint32(1)},
+			{"tokenizer.ggml.eos_token_id", uint32(2)},
+			{"tokenizer.ggml.unknown_token_id", uint32(0)},
+			{"tokenizer.ggml.add_bos_token", true},
+			{"tokenizer.ggml.add_eos_token", false},
+		}...)
+	}
+	for _, kv := range kvs {
+		if err := w.AddKV(kv.key, kv.value); err != nil {
+			return fmt.Errorf("convert: %s: %w", src, err)
+		}
+	}
+	return nil
+}
