@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLoraSpec$$' -fuzztime=$(FUZZX) ./cmd/sluice
 	$(GO) test -run='^$$' -fuzz='^FuzzParseNM$$' -fuzztime=$(FUZZX) ./cmd/sluice
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRow24$$' -fuzztime=$(FUZZX) ./compress/prune
+	$(GO) test -run='^$$' -fuzz='^FuzzHFConfig$$' -fuzztime=$(FUZZX) ./convert
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./kernels/... ./sample/... | tee bench.txt

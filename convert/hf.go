@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -49,8 +48,7 @@ var supportedArchs = map[string]bool{"LlamaForCausalLM": true}
 // than llama are errors.
 func ParseHFConfig(data []byte, path string) (HFConfig, error) {
 	var c HFConfig
-	d := json.NewDecoder(bytes.NewReader(data))
-	if err := d.Decode(&c); err != nil {
+	if err := json.Unmarshal(data, &c); err != nil {
 		return c, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
 	}
 	arch := c.ModelType

@@ -95,7 +95,7 @@ func TestStoriesPerplexity(t *testing.T) {
 	m := stories(t)
 	ids := corpusIDs(t, m)
 	if testing.Short() {
-		ids = ids[:1100] // three windows, a quarter of the work
+		ids = ids[:600] // two windows, a seventh of the work
 	}
 	res, err := eval.Evaluate(t.Context(), m, nil, ids, eval.Options{})
 	if err != nil {

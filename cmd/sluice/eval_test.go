@@ -18,8 +18,8 @@ func TestEvalJSON(t *testing.T) {
 	text, minTokens := evalCorpus, 4000.0
 	if testing.Short() {
 		// the start of the corpus: the race detector makes a full pass slow
-		text, minTokens = filepath.Join(t.TempDir(), "short.txt"), 300
-		if err := os.WriteFile(text, []byte(readFile(t, evalCorpus)[:1500]), 0o644); err != nil {
+		text, minTokens = filepath.Join(t.TempDir(), "short.txt"), 150
+		if err := os.WriteFile(text, []byte(readFile(t, evalCorpus)[:800]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
