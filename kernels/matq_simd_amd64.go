@@ -100,26 +100,15 @@ func matQ8_0Fast(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	}
 	rb := nb * q8Blk
 	sc := quantScaleTable()
-	r := lo
-	for ; r+group <= hi; r += group {
-		p0, p1, p2, p3 := rowPtrs(w, r, rb)
-		i := 0
-		for ; i+2 <= n; i += 2 {
-			a, b := dot4x2Q8_0(p0, p1, p2, p3, xq, i, nb, sc)
-			copy(dst[i*rows+r:i*rows+r+group], a[:])
-			copy(dst[(i+1)*rows+r:(i+1)*rows+r+group], b[:])
-		}
-		if i < n {
-			a := dot4Q8_0(p0, p1, p2, p3, xq, i, nb, sc)
-			copy(dst[i*rows+r:i*rows+r+group], a[:])
-		}
-	}
-	for ; r < hi; r++ {
+	for r := lo; r < hi; r++ {
 		wr := w[r*rb : (r+1)*rb]
 		p := unsafe.Pointer(&wr[0])
-		for i := 0; i < n; i++ {
-			a := dot4Q8_0(p, p, p, p, xq, i, nb, sc) // same chain as in a group
-			dst[i*rows+r] = a[0]
+		i := 0
+		for ; i+2 <= n; i += 2 {
+			dst[i*rows+r], dst[(i+1)*rows+r] = dot2Q8_0(p, xq, i, i+1, nb, sc)
+		}
+		if i < n {
+			dst[i*rows+r] = dot1Q8_0(p, xq, i, nb, sc)
 		}
 	}
 }
@@ -132,68 +121,66 @@ func q8Lanes(wv, xv archsimd.Int8x32, ones archsimd.Int16x16) archsimd.Int32x8 {
 	return wv.Abs().AsUint8x32().DotProductPairsSaturated(xv.CopySign(wv)).DotProductPairs(ones)
 }
 
-// dot4Q8_0 is four chains: the rows at p0..p3 (checked by the caller to hold
-// nb blocks) against input i.
-func dot4Q8_0(p0, p1, p2, p3 unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) [4]float32 {
-	xp, dp, _, _ := actPtrs(xq, i, nb)
+// dot2Q8_0 is the row at p (checked by the caller to hold nb blocks) against
+// inputs i and k, |w| computed once for both. Each output is two chains, over
+// even and odd blocks, added at the end.
+func dot2Q8_0(p unsafe.Pointer, xq *actQ8, i, k, nb int, sc *[1 << 16]float32) (float32, float32) {
+	xp, xdp, _, _ := actPtrs(xq, i, nb)
+	yp, ydp, _, _ := actPtrs(xq, k, nb)
 	ones := archsimd.BroadcastInt16x16(1)
 	a0 := archsimd.BroadcastFloat32x8(0)
-	a1, a2, a3 := a0, a0, a0
-	for b := 0; b < nb; b++ {
+	a1, c0, c1 := a0, a0, a0
+	b := 0
+	for ; b+2 <= nb; b += 2 {
 		o := b * q8Blk
-		xv := ldI8x32(xp, b*tile)
-		dx := *(*float32)(unsafe.Add(dp, 4*b))
-		l0 := q8Lanes(ldI8x32(p0, o+2), xv, ones)
-		l1 := q8Lanes(ldI8x32(p1, o+2), xv, ones)
-		l2 := q8Lanes(ldI8x32(p2, o+2), xv, ones)
-		l3 := q8Lanes(ldI8x32(p3, o+2), xv, ones)
-		a0 = l0.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(ldScale(sc, p0, o)*dx), a0)
-		a1 = l1.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(ldScale(sc, p1, o)*dx), a1)
-		a2 = l2.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(ldScale(sc, p2, o)*dx), a2)
-		a3 = l3.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(ldScale(sc, p3, o)*dx), a3)
+		wv := ldI8x32(p, o+2)
+		u := wv.Abs().AsUint8x32()
+		d := ldScale(sc, p, o)
+		dx, dy := *(*float32)(unsafe.Add(xdp, 4*b)), *(*float32)(unsafe.Add(ydp, 4*b))
+		a0 = u.DotProductPairsSaturated(ldI8x32(xp, b*tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a0)
+		c0 = u.DotProductPairsSaturated(ldI8x32(yp, b*tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c0)
+		wv = ldI8x32(p, o+q8Blk+2)
+		u = wv.Abs().AsUint8x32()
+		d = ldScale(sc, p, o+q8Blk)
+		dx, dy = *(*float32)(unsafe.Add(xdp, 4*b+4)), *(*float32)(unsafe.Add(ydp, 4*b+4))
+		a1 = u.DotProductPairsSaturated(ldI8x32(xp, b*tile+tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a1)
+		c1 = u.DotProductPairsSaturated(ldI8x32(yp, b*tile+tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c1)
 	}
-	return [4]float32{hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)}
+	if b < nb {
+		o := b * q8Blk
+		wv := ldI8x32(p, o+2)
+		u := wv.Abs().AsUint8x32()
+		d := ldScale(sc, p, o)
+		dx, dy := *(*float32)(unsafe.Add(xdp, 4*b)), *(*float32)(unsafe.Add(ydp, 4*b))
+		a0 = u.DotProductPairsSaturated(ldI8x32(xp, b*tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a0)
+		c0 = u.DotProductPairsSaturated(ldI8x32(yp, b*tile).CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c0)
+	}
+	return hsum8(a0.Add(a1)), hsum8(c0.Add(c1))
 }
 
-// dot4x2Q8_0 is eight chains: the rows at p0..p3 against inputs i and i+1,
-// each weight block's |w| computed once for both inputs.
-func dot4x2Q8_0(p0, p1, p2, p3 unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) (s, t [4]float32) {
+// dot1Q8_0 is dot2Q8_0 for one input: the same two chains.
+func dot1Q8_0(p unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) float32 {
 	xp, xdp, _, _ := actPtrs(xq, i, nb)
-	yp, ydp, _, _ := actPtrs(xq, i+1, nb)
 	ones := archsimd.BroadcastInt16x16(1)
 	a0 := archsimd.BroadcastFloat32x8(0)
-	a1, a2, a3, c0, c1, c2, c3 := a0, a0, a0, a0, a0, a0, a0
-	for b := 0; b < nb; b++ {
+	a1 := a0
+	b := 0
+	for ; b+2 <= nb; b += 2 {
 		o := b * q8Blk
-		xv, yv := ldI8x32(xp, b*tile), ldI8x32(yp, b*tile)
-		dx, dy := *(*float32)(unsafe.Add(xdp, 4*b)), *(*float32)(unsafe.Add(ydp, 4*b))
-
-		wv := ldI8x32(p0, o+2)
-		u := wv.Abs().AsUint8x32()
-		d := ldScale(sc, p0, o)
-		a0 = u.DotProductPairsSaturated(xv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a0)
-		c0 = u.DotProductPairsSaturated(yv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c0)
-
-		wv = ldI8x32(p1, o+2)
-		u = wv.Abs().AsUint8x32()
-		d = ldScale(sc, p1, o)
-		a1 = u.DotProductPairsSaturated(xv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a1)
-		c1 = u.DotProductPairsSaturated(yv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c1)
-
-		wv = ldI8x32(p2, o+2)
-		u = wv.Abs().AsUint8x32()
-		d = ldScale(sc, p2, o)
-		a2 = u.DotProductPairsSaturated(xv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a2)
-		c2 = u.DotProductPairsSaturated(yv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c2)
-
-		wv = ldI8x32(p3, o+2)
-		u = wv.Abs().AsUint8x32()
-		d = ldScale(sc, p3, o)
-		a3 = u.DotProductPairsSaturated(xv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dx), a3)
-		c3 = u.DotProductPairsSaturated(yv.CopySign(wv)).DotProductPairs(ones).ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d*dy), c3)
+		d0, d1 := ldScale(sc, p, o), ldScale(sc, p, o+q8Blk)
+		dx0, dx1 := *(*float32)(unsafe.Add(xdp, 4*b)), *(*float32)(unsafe.Add(xdp, 4*b+4))
+		l0 := q8Lanes(ldI8x32(p, o+2), ldI8x32(xp, b*tile), ones)
+		l1 := q8Lanes(ldI8x32(p, o+q8Blk+2), ldI8x32(xp, b*tile+tile), ones)
+		a0 = l0.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d0*dx0), a0)
+		a1 = l1.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d1*dx1), a1)
 	}
-	return [4]float32{hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)},
-		[4]float32{hsum8(c0), hsum8(c1), hsum8(c2), hsum8(c3)}
+	if b < nb {
+		o := b * q8Blk
+		d0, dx0 := ldScale(sc, p, o), *(*float32)(unsafe.Add(xdp, 4*b))
+		l0 := q8Lanes(ldI8x32(p, o+2), ldI8x32(xp, b*tile), ones)
+		a0 = l0.ConvertToFloat32().MulAdd(archsimd.BroadcastFloat32x8(d0*dx0), a0)
+	}
+	return hsum8(a0.Add(a1))
 }
 
 // ---- Q4_0 ----
@@ -206,87 +193,108 @@ func matQ4_0Fast(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	}
 	rb := nb * q4Blk
 	sc := quantScaleTable()
-	r := lo
-	for ; r+group <= hi; r += group {
-		p0, p1, p2, p3 := rowPtrs(w, r, rb)
-		for i := 0; i < n; i++ {
-			a := dot4Q4_0(p0, p1, p2, p3, xq, i, nb, sc)
-			copy(dst[i*rows+r:i*rows+r+group], a[:])
-		}
-	}
-	for ; r < hi; r++ {
+	for r := lo; r < hi; r++ {
 		wr := w[r*rb : (r+1)*rb]
 		p := unsafe.Pointer(&wr[0])
-		for i := 0; i < n; i++ {
-			a := dot4Q4_0(p, p, p, p, xq, i, nb, sc) // same chain as in a group
-			dst[i*rows+r] = a[0]
+		i := 0
+		for ; i+2 <= n; i += 2 {
+			dst[i*rows+r], dst[(i+1)*rows+r] = dot2Q4_0(p, xq, i, i+1, nb, sc)
+		}
+		if i < n {
+			dst[i*rows+r] = dot1Q4_0(p, xq, i, nb, sc)
 		}
 	}
 }
 
-// q4Step adds to acc the pair of blocks at p+o and p+o+q4Blk (their nibble
-// bytes at +2) against activation halves xl, xh (values 0–15 of both blocks,
-// values 16–31 of both), offset c and activation scales d4 (the lane layout
-// above); mask is 0x0f in every byte.
-func q4Step(acc archsimd.Float32x8, p unsafe.Pointer, o int, xl, xh archsimd.Int8x32, c archsimd.Int32x8,
-	d4 archsimd.Float32x8, mask archsimd.Uint8x32, ones archsimd.Int16x16, sc *[1 << 16]float32) archsimd.Float32x8 {
-	var v archsimd.Uint8x32
-	v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
-	lo := v.And(mask)
-	hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-	l := lo.DotProductPairsSaturated(xl).Add(hi.DotProductPairsSaturated(xh)).DotProductPairs(ones).Sub(c)
-	dw := archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
-	return l.ConvertToFloat32().MulAdd(dw.Mul(d4), acc)
+// The Q4_0 lane layout of a pair of blocks (b, b+1): the low nibbles (values
+// 0–15) of both blocks in one vector against activations xl = values 0–15 of
+// b and b+1, the high nibbles against xh = values 16–31; VPMADDUBSW's int16
+// pair sums of the two are added (|sum| ≤ 4·15·127), then VPMADDWD makes the
+// int32 lanes, 0–3 from block b and 4–7 from b+1.
+
+// q4LastLanes is the lanes of an odd last block b (upper lanes 0) against the
+// activations at xp, offsets at cp.
+func q4LastLanes(lo, hi archsimd.Uint8x32, xp, cp unsafe.Pointer, b int, ones archsimd.Int16x16) archsimd.Int32x8 {
+	var xl, xh archsimd.Int8x32
+	xl = xl.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile))))
+	xh = xh.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile+tile/2))))
+	var c archsimd.Int32x8
+	c = c.SetLo(archsimd.LoadInt32x4((*[4]int32)(unsafe.Add(cp, 16*b))))
+	return lo.DotProductPairsSaturated(xl).Add(hi.DotProductPairsSaturated(xh)).DotProductPairs(ones).Sub(c)
 }
 
-// q4Last is q4Step for an odd last block at p+o, paired with an empty block:
-// its upper lanes get 0·0 and so leave acc unchanged.
-func q4Last(acc archsimd.Float32x8, p unsafe.Pointer, o int, xl, xh archsimd.Int8x32, c archsimd.Int32x8,
-	d4 archsimd.Float32x8, mask archsimd.Uint8x32, ones archsimd.Int16x16, sc *[1 << 16]float32) archsimd.Float32x8 {
-	var v archsimd.Uint8x32
-	v = v.SetLo(ldU8x16(p, o+2))
-	lo := v.And(mask)
-	hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-	l := lo.DotProductPairsSaturated(xl).Add(hi.DotProductPairsSaturated(xh)).DotProductPairs(ones).Sub(c)
-	var dw archsimd.Float32x8
-	dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
-	return l.ConvertToFloat32().MulAdd(dw.Mul(d4), acc)
+// q4LastScale is the activation scales of an odd last block b (upper lanes 0).
+func q4LastScale(d4p unsafe.Pointer, b int) archsimd.Float32x8 {
+	var d archsimd.Float32x8
+	return d.SetLo(archsimd.LoadFloat32x4((*[4]float32)(unsafe.Add(d4p, 16*b))))
 }
 
-// dot4Q4_0 is four chains: the rows at p0..p3 (checked by the caller to hold
-// nb blocks) against input i.
-func dot4Q4_0(p0, p1, p2, p3 unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) [4]float32 {
-	xp, _, cp, d4p := actPtrs(xq, i, nb)
+// dot1Q4_0 is dot2Q4_0 for one input: the same chain.
+func dot1Q4_0(p unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) float32 {
+	xp, _, xcp, xd4p := actPtrs(xq, i, nb)
 	ones := archsimd.BroadcastInt16x16(1)
 	mask := archsimd.BroadcastUint8x32(0x0f)
 	a0 := archsimd.BroadcastFloat32x8(0)
-	a1, a2, a3 := a0, a0, a0
 	b := 0
 	for ; b+2 <= nb; b += 2 {
 		o := b * q4Blk
+		var v archsimd.Uint8x32
+		v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
+		dw := archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
+		lo := v.And(mask)
+		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
 		x0, x1 := ldI8x32(xp, b*tile), ldI8x32(xp, b*tile+tile)
-		xl, xh := x0.Select128FromPair(0, 2, x1), x0.Select128FromPair(1, 3, x1)
-		c := ldI32x8(cp, 16*b)
-		d4 := ldF32x8(d4p, 16*b)
-		a0 = q4Step(a0, p0, o, xl, xh, c, d4, mask, ones, sc)
-		a1 = q4Step(a1, p1, o, xl, xh, c, d4, mask, ones, sc)
-		a2 = q4Step(a2, p2, o, xl, xh, c, d4, mask, ones, sc)
-		a3 = q4Step(a3, p3, o, xl, xh, c, d4, mask, ones, sc)
+		lx := lo.DotProductPairsSaturated(x0.Select128FromPair(0, 2, x1)).Add(hi.DotProductPairsSaturated(x0.Select128FromPair(1, 3, x1))).DotProductPairs(ones).Sub(ldI32x8(xcp, 16*b))
+		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xd4p, 16*b)), a0)
 	}
-	if b < nb {
+	if b < nb { // odd last block, paired with an empty one (lanes 4–7: 0·0)
 		o := b * q4Blk
-		var x0 archsimd.Int8x32
-		x0 = x0.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile))))
-		var xh archsimd.Int8x32
-		xh = xh.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile+tile/2))))
-		var c archsimd.Int32x8
-		c = c.SetLo(archsimd.LoadInt32x4((*[4]int32)(unsafe.Add(cp, 16*b))))
-		var d4 archsimd.Float32x8
-		d4 = d4.SetLo(archsimd.LoadFloat32x4((*[4]float32)(unsafe.Add(d4p, 16*b))))
-		a0 = q4Last(a0, p0, o, x0, xh, c, d4, mask, ones, sc)
-		a1 = q4Last(a1, p1, o, x0, xh, c, d4, mask, ones, sc)
-		a2 = q4Last(a2, p2, o, x0, xh, c, d4, mask, ones, sc)
-		a3 = q4Last(a3, p3, o, x0, xh, c, d4, mask, ones, sc)
+		var v archsimd.Uint8x32
+		v = v.SetLo(ldU8x16(p, o+2))
+		var dw archsimd.Float32x8
+		dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
+		lo := v.And(mask)
+		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
+		a0 = q4LastLanes(lo, hi, xp, xcp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(xd4p, b)), a0)
 	}
-	return [4]float32{hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)}
+	return hsum8(a0)
+}
+
+// dot2Q4_0 is the row at p (checked by the caller to hold nb blocks)
+// against inputs i and k: one chain per output over pairs of blocks, each
+// pair's nibbles unpacked once for both inputs.
+func dot2Q4_0(p unsafe.Pointer, xq *actQ8, i, k, nb int, sc *[1 << 16]float32) (float32, float32) {
+	xp, _, xcp, xd4p := actPtrs(xq, i, nb)
+	yp, _, ycp, yd4p := actPtrs(xq, k, nb)
+	ones := archsimd.BroadcastInt16x16(1)
+	mask := archsimd.BroadcastUint8x32(0x0f)
+	a0 := archsimd.BroadcastFloat32x8(0)
+	a1 := a0
+	b := 0
+	for ; b+2 <= nb; b += 2 {
+		o := b * q4Blk
+		var v archsimd.Uint8x32
+		v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
+		dw := archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
+		lo := v.And(mask)
+		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
+		x0, x1 := ldI8x32(xp, b*tile), ldI8x32(xp, b*tile+tile)
+		lx := lo.DotProductPairsSaturated(x0.Select128FromPair(0, 2, x1)).Add(hi.DotProductPairsSaturated(x0.Select128FromPair(1, 3, x1))).DotProductPairs(ones).Sub(ldI32x8(xcp, 16*b))
+		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xd4p, 16*b)), a0)
+		y0, y1 := ldI8x32(yp, b*tile), ldI8x32(yp, b*tile+tile)
+		ly := lo.DotProductPairsSaturated(y0.Select128FromPair(0, 2, y1)).Add(hi.DotProductPairsSaturated(y0.Select128FromPair(1, 3, y1))).DotProductPairs(ones).Sub(ldI32x8(ycp, 16*b))
+		a1 = ly.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(yd4p, 16*b)), a1)
+	}
+	if b < nb { // odd last block, paired with an empty one (lanes 4–7: 0·0)
+		o := b * q4Blk
+		var v archsimd.Uint8x32
+		v = v.SetLo(ldU8x16(p, o+2))
+		var dw archsimd.Float32x8
+		dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
+		lo := v.And(mask)
+		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
+		a0 = q4LastLanes(lo, hi, xp, xcp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(xd4p, b)), a0)
+		a1 = q4LastLanes(lo, hi, yp, ycp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(yd4p, b)), a1)
+	}
+	return hsum8(a0), hsum8(a1)
 }
