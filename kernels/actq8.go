@@ -20,12 +20,17 @@ import "math"
 type actQ8 struct {
 	q []int8    // n*cols quantized values, row-major like x
 	d []float32 // n*cols/32 block scales
-	// c and d4 serve the fast Q4_0 kernel, which takes a block's nibbles
-	// unsigned (stored +8) and its integer dot in 4 int32 lanes, lane k
-	// covering values 4k..4k+3 and 16+4k..16+4k+3:
-	//   c[4b+k] = 8·Σ of those q (the +8 offset to subtract),
-	//   d4[4b+k] = d[b],
-	// so a pair of blocks reads 8 contiguous lanes of each.
+
+	// p, c and d4 serve the fast Q4_0 kernel, which works on pairs of blocks
+	// (b, b+1), b even, with the nibbles unsigned (stored +8) and the
+	// integer dot in 8 int32 lanes: lanes 0–3 from block b, 4–7 from b+1,
+	// lane k of a block covering its values 4k..4k+3 and 16+4k..16+4k+3.
+	// Per input row they hold npair = ⌈nb/2⌉ pairs, an odd last block paired
+	// with an empty one (zeros):
+	//   p: 64 bytes per pair: values 0–15 of b, of b+1, values 16–31 of b, of b+1
+	//   c: 8 per pair, 8·Σ of each lane's q (the +8 offset to subtract)
+	//   d4: 8 per pair, each lane's block scale
+	p  []int8
 	c  []int32
 	d4 []float32
 }
@@ -57,31 +62,47 @@ func putAct(a *actQ8) {
 // quantize fills a from x: (n, cols) row-major, cols a multiple of 32.
 func (a *actQ8) quantize(x []float32, n, cols int) {
 	nb := n * cols / tile
-	if cap(a.q) < n*cols {
-		a.q = make([]int8, n*cols)
-	}
-	if cap(a.d) < nb {
-		a.d = make([]float32, nb)
-	}
-	if cap(a.c) < 4*nb {
-		a.c = make([]int32, 4*nb)
-		a.d4 = make([]float32, 4*nb)
-	}
-	a.q, a.d, a.c, a.d4 = a.q[:n*cols], a.d[:nb], a.c[:4*nb], a.d4[:4*nb]
+	rowPairs := (cols/tile + 1) / 2
+	np := n * rowPairs // pairs in all rows
+	a.q = grow(a.q, n*cols)
+	a.d = grow(a.d, nb)
+	a.p = grow(a.p, 2*tile*np)
+	a.c = grow(a.c, 8*np)
+	a.d4 = grow(a.d4, 8*np)
+	clear(a.p) // the empty halves of odd last blocks
+	clear(a.c)
+	clear(a.d4)
 	x = x[:n*cols]
 	for b := range nb {
 		q := a.q[b*tile : (b+1)*tile]
-		d := quantizeBlockQ8(q, x[b*tile:(b+1)*tile])
+		d := quantizeBlockImpl(q, x[b*tile:(b+1)*tile])
 		a.d[b] = d
+		// Block b is block rb of its row, half h of pair pr.
+		row, rb := b/(cols/tile), b%(cols/tile)
+		pr, h := row*rowPairs+rb/2, rb%2
+		copy(a.p[pr*2*tile+h*tile/2:], q[:tile/2])
+		copy(a.p[pr*2*tile+tile+h*tile/2:], q[tile/2:])
 		for k := range 4 {
 			var s int32
 			for j := 4 * k; j < 4*k+4; j++ {
 				s += int32(q[j]) + int32(q[j+tile/2])
 			}
-			a.c[4*b+k] = 8 * s
-			a.d4[4*b+k] = d
+			a.c[8*pr+4*h+k] = 8 * s
+			a.d4[8*pr+4*h+k] = d
 		}
 	}
+}
+
+// quantizeBlockImpl is quantizeBlockQ8 or a vector version giving the same
+// bits (set from an init() in actq8_simd_amd64.go).
+var quantizeBlockImpl = quantizeBlockQ8
+
+// grow returns s resized to n, reallocating only when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // quantizeBlockQ8 quantizes one 32-value block into q and returns its scale.

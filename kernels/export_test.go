@@ -1,5 +1,7 @@
 package kernels
 
+import "time"
+
 // Test hooks for the external test package (kernels_test imports kernels/ref,
 // which imports kernels, so the comparison tests cannot live in package kernels).
 
@@ -12,4 +14,12 @@ func SetParallelMinMACs(v int) (restore func()) {
 	old := parallelMinMACs
 	parallelMinMACs = v
 	return func() { parallelMinMACs = old }
+}
+
+// SetPoolSpin changes how long Pool helpers and callers poll before parking
+// and returns a func restoring it. Tests use 0 to force the parking paths.
+func SetPoolSpin(d time.Duration) (restore func()) {
+	old := spinFor
+	spinFor = d
+	return func() { spinFor = old }
 }

@@ -113,28 +113,33 @@ func BenchmarkPoolFor(b *testing.B) {
 // BenchmarkMatVecDRAM is decode as a real model runs it: a 110M model's
 // matrices (768×768, 2048×768, 768×2048) cycled through ~140 MB of weights, so
 // every byte comes from DRAM rather than the L3 cache that holds a single
-// BenchmarkMatMul weight. Compare MB/s with BenchmarkStreamRead.
+// BenchmarkMatMul weight, on 1 and 2 threads. Compare MB/s with
+// BenchmarkStreamRead.
 func BenchmarkMatVecDRAM(b *testing.B) {
-	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0, tensor.F16} {
-		b.Run(dt.String(), func(b *testing.B) {
-			r := newRand(b)
-			shapes := [][2]int{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}}
-			var ws []kernels.Weight
-			var total int64
-			for total < 140<<20 {
-				for _, sh := range shapes {
-					w := makeWeight(r, dt, sh[0], sh[1], 0, encoded)
-					ws = append(ws, w)
-					total += int64(len(w.Data))
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0, tensor.F16, tensor.F32} {
+		var ws []kernels.Weight
+		var total int64
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%v/threads=%d", dt, th), func(b *testing.B) {
+				r := newRand(b)
+				shapes := [][2]int{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}}
+				for total < 140<<20 {
+					for _, sh := range shapes {
+						w := makeWeight(r, dt, sh[0], sh[1], 0, encoded)
+						ws = append(ws, w)
+						total += int64(len(w.Data))
+					}
 				}
-			}
-			x, dst := vec(r, 2048, normal), make([]float32, 2048)
-			b.SetBytes(total)
-			for b.Loop() {
-				for _, w := range ws {
-					kernels.MatVec(nil, dst[:w.Rows], w, x[:w.Cols])
+				p := kernels.NewPool(th)
+				defer p.Close()
+				x, dst := vec(r, 2048, normal), make([]float32, 2048)
+				b.SetBytes(total)
+				for b.Loop() {
+					for _, w := range ws {
+						kernels.MatVec(p, dst[:w.Rows], w, x[:w.Cols])
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

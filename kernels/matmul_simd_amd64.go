@@ -18,10 +18,8 @@ import (
 //     is loaded zero-padded; then the lanes are summed by halving (fixed tree).
 //     Passes over 4 weight rows interleave four such independent chains, which
 //     is where the speed comes from; the single-row tail runs the same chain.
-//   - Q8_0/Q4_0: activations quantized once per call (actQ8); per 32-block an
-//     exact integer dot (VPMADDUBSW then VPMADDWD into 8 int32 lanes), converted
-//     to float32 and accumulated as acc = fma(lanes, dW·dX, acc) into 8 float32
-//     lanes, summed by halving at the end.
+//   - Q8_0/Q4_0: activations quantized once per call (actQ8), exact integer
+//     block dots scaled into float32 lanes: matq_simd_amd64.go.
 //
 // Weight rows in a pass are reused from L1/L2 for all n inputs, so a batch
 // streams each weight byte from memory once.

@@ -9,26 +9,31 @@ import (
 )
 
 // The Q8_0/Q4_0 kernels over int8 activations (actQ8), shared by the AVX2 and
-// AVX-512 sets (they are 256-bit: AVX-512 has no 512-bit VPSIGNB, and the
-// Zen 4 cores we measure on split 512-bit integer ops in two anyway). Per
+// AVX-512 sets. They are 256-bit: AVX-512 has no 512-bit VPSIGNB, and the
+// Zen 4 cores we measure on split 512-bit integer ops in two anyway. Per
 // output element (weight row r, input i) the operation order is fixed by cols
 // alone:
 //
-//	Q8_0: acc = 0 (8 float32 lanes)
-//	      for each block b:  acc = fma(float32(L_b), dW(r,b)·dX(i,b), acc)
-//	      L_b lane k = Σ_{j=4k..4k+3} qW_j·qX_j (exact int32)
-//	Q4_0: the same over pairs of blocks (b, b+1): lanes 0–3 hold block b,
-//	      4–7 block b+1, lane k of a block = Σ over values 4k..4k+3 and
-//	      16+4k..16+4k+3 (the two nibbles of a byte land in one lane); an odd
-//	      last block is paired with an empty one (scale 0, lanes 0).
-//	result = hsum8(acc)
+//	Q8_0: two float32x8 chains, a0 over even blocks and a1 over odd ones:
+//	      a = fma(float32(L_b), dW(r,b)·dX(i,b), a)
+//	      L_b lane k = Σ_{j=4k..4k+3} qW_j·qX_j (exact int32);
+//	      result = hsum8(a0 + a1)
+//	Q4_0: one chain over pairs of blocks (b, b+1) in the lane layout of
+//	      actQ8.p (lanes 0–3 block b, 4–7 block b+1, the two nibbles of a
+//	      byte in one lane); an odd last block is paired with an empty one
+//	      (scale 0, lanes 0); result = hsum8(a)
 //
-// dW·dX is one float32 product. What varies is only how many such chains a
-// pass runs side by side: four weight rows (each activation block is loaded
-// once for the four) and, for Q8_0 with n ≥ 2, two inputs (|w| computed once
-// for both), so an output's bits never depend on n, on its neighbours or on
-// the thread split. One chain is bound by FMA latency; four or eight
-// independent chains keep the integer units busy instead.
+// dW·dX is one float32 product. A kernel walks one weight row at a time,
+// front to back, against one input or two (the weight decoded once for both,
+// the second input's chains identical to the first's), so an output's bits
+// never depend on n, on its neighbours or on the thread split.
+//
+// One row at a time is deliberate: interleaving four rows (four chains fed by
+// one activation load) measured 1.7× faster with the weights in L3 but 1.8×
+// slower streaming from DRAM (BenchmarkMatVecDRAM), which is where a decode's
+// weights come from: four concurrent streams defeat the hardware prefetcher
+// that one sequential stream keeps busy. Q8_0's even/odd chains give the
+// instruction-level parallelism the four rows gave.
 //
 // Q4_0 takes the nibbles unsigned (0..15) into VPMADDUBSW and subtracts the
 // 8·Σx term per lane, precomputed once per call (actQ8.c): the same exact
@@ -66,21 +71,21 @@ func ldScale(sc *[1 << 16]float32, p unsafe.Pointer, off int) float32 {
 	return sc[*(*uint16)(unsafe.Add(p, off))] // GGUF is little-endian, as is amd64
 }
 
-// rowPtrs returns the first byte of rows r..r+3 of w (row length rb), each
-// checked to hold rb bytes.
-func rowPtrs(w []byte, r, rb int) (p0, p1, p2, p3 unsafe.Pointer) {
-	b := w[r*rb : (r+4)*rb]
-	return unsafe.Pointer(&b[0]), unsafe.Pointer(&b[rb]), unsafe.Pointer(&b[2*rb]), unsafe.Pointer(&b[3*rb])
-}
-
-// actPtrs checks input i's activations and returns pointers to its q, d, c
-// and d4 (nb blocks).
-func actPtrs(xq *actQ8, i, nb int) (q, d, c, d4 unsafe.Pointer) {
+// actPtrs checks input i's activations and returns pointers to its q and d
+// (nb blocks).
+func actPtrs(xq *actQ8, i, nb int) (q, d unsafe.Pointer) {
 	qs := xq.q[i*nb*tile : (i+1)*nb*tile]
 	ds := xq.d[i*nb : (i+1)*nb]
-	cs := xq.c[4*i*nb : 4*(i+1)*nb]
-	d4s := xq.d4[4*i*nb : 4*(i+1)*nb]
-	return unsafe.Pointer(&qs[0]), unsafe.Pointer(&ds[0]), unsafe.Pointer(&cs[0]), unsafe.Pointer(&d4s[0])
+	return unsafe.Pointer(&qs[0]), unsafe.Pointer(&ds[0])
+}
+
+// actPairPtrs checks input i's Q4_0 pair layout and returns pointers to its
+// p, c and d4 (np pairs).
+func actPairPtrs(xq *actQ8, i, np int) (p, c, d4 unsafe.Pointer) {
+	ps := xq.p[i*np*2*tile : (i+1)*np*2*tile]
+	cs := xq.c[8*i*np : 8*(i+1)*np]
+	ds := xq.d4[8*i*np : 8*(i+1)*np]
+	return unsafe.Pointer(&ps[0]), unsafe.Pointer(&cs[0]), unsafe.Pointer(&ds[0])
 }
 
 // zeroRows sets outputs [lo,hi) of every input: the product with no columns.
@@ -125,8 +130,8 @@ func q8Lanes(wv, xv archsimd.Int8x32, ones archsimd.Int16x16) archsimd.Int32x8 {
 // inputs i and k, |w| computed once for both. Each output is two chains, over
 // even and odd blocks, added at the end.
 func dot2Q8_0(p unsafe.Pointer, xq *actQ8, i, k, nb int, sc *[1 << 16]float32) (float32, float32) {
-	xp, xdp, _, _ := actPtrs(xq, i, nb)
-	yp, ydp, _, _ := actPtrs(xq, k, nb)
+	xp, xdp := actPtrs(xq, i, nb)
+	yp, ydp := actPtrs(xq, k, nb)
 	ones := archsimd.BroadcastInt16x16(1)
 	a0 := archsimd.BroadcastFloat32x8(0)
 	a1, c0, c1 := a0, a0, a0
@@ -160,7 +165,7 @@ func dot2Q8_0(p unsafe.Pointer, xq *actQ8, i, k, nb int, sc *[1 << 16]float32) (
 
 // dot1Q8_0 is dot2Q8_0 for one input: the same two chains.
 func dot1Q8_0(p unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) float32 {
-	xp, xdp, _, _ := actPtrs(xq, i, nb)
+	xp, xdp := actPtrs(xq, i, nb)
 	ones := archsimd.BroadcastInt16x16(1)
 	a0 := archsimd.BroadcastFloat32x8(0)
 	a1 := a0
@@ -206,56 +211,36 @@ func matQ4_0Fast(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	}
 }
 
-// The Q4_0 lane layout of a pair of blocks (b, b+1): the low nibbles (values
-// 0–15) of both blocks in one vector against activations xl = values 0–15 of
-// b and b+1, the high nibbles against xh = values 16–31; VPMADDUBSW's int16
-// pair sums of the two are added (|sum| ≤ 4·15·127), then VPMADDWD makes the
-// int32 lanes, 0–3 from block b and 4–7 from b+1.
-
-// q4LastLanes is the lanes of an odd last block b (upper lanes 0) against the
-// activations at xp, offsets at cp.
-func q4LastLanes(lo, hi archsimd.Uint8x32, xp, cp unsafe.Pointer, b int, ones archsimd.Int16x16) archsimd.Int32x8 {
-	var xl, xh archsimd.Int8x32
-	xl = xl.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile))))
-	xh = xh.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(xp, b*tile+tile/2))))
-	var c archsimd.Int32x8
-	c = c.SetLo(archsimd.LoadInt32x4((*[4]int32)(unsafe.Add(cp, 16*b))))
-	return lo.DotProductPairsSaturated(xl).Add(hi.DotProductPairsSaturated(xh)).DotProductPairs(ones).Sub(c)
-}
-
-// q4LastScale is the activation scales of an odd last block b (upper lanes 0).
-func q4LastScale(d4p unsafe.Pointer, b int) archsimd.Float32x8 {
-	var d archsimd.Float32x8
-	return d.SetLo(archsimd.LoadFloat32x4((*[4]float32)(unsafe.Add(d4p, 16*b))))
+// q4Weights loads the pair of blocks at p+o, p+o+q4Blk: their 2×16 nibble
+// bytes and their scales, each scale in the four lanes of its block. When
+// !both (an odd last block) the second block is empty: bytes and scale 0.
+func q4Weights(p unsafe.Pointer, o int, both bool, sc *[1 << 16]float32) (archsimd.Uint8x32, archsimd.Float32x8) {
+	var v archsimd.Uint8x32
+	var dw archsimd.Float32x8
+	if both {
+		v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
+		dw = archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
+	} else {
+		v = v.SetLo(ldU8x16(p, o+2))
+		dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
+	}
+	return v, dw
 }
 
 // dot1Q4_0 is dot2Q4_0 for one input: the same chain.
 func dot1Q4_0(p unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) float32 {
-	xp, _, xcp, xd4p := actPtrs(xq, i, nb)
+	np := (nb + 1) / 2
+	xp, xcp, xdp := actPairPtrs(xq, i, np)
 	ones := archsimd.BroadcastInt16x16(1)
 	mask := archsimd.BroadcastUint8x32(0x0f)
 	a0 := archsimd.BroadcastFloat32x8(0)
-	b := 0
-	for ; b+2 <= nb; b += 2 {
-		o := b * q4Blk
-		var v archsimd.Uint8x32
-		v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
-		dw := archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
+	for j := 0; j < np; j++ {
+		o := 2 * j * q4Blk
+		v, dw := q4Weights(p, o, 2*j+1 < nb, sc)
 		lo := v.And(mask)
 		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-		x0, x1 := ldI8x32(xp, b*tile), ldI8x32(xp, b*tile+tile)
-		lx := lo.DotProductPairsSaturated(x0.Select128FromPair(0, 2, x1)).Add(hi.DotProductPairsSaturated(x0.Select128FromPair(1, 3, x1))).DotProductPairs(ones).Sub(ldI32x8(xcp, 16*b))
-		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xd4p, 16*b)), a0)
-	}
-	if b < nb { // odd last block, paired with an empty one (lanes 4–7: 0·0)
-		o := b * q4Blk
-		var v archsimd.Uint8x32
-		v = v.SetLo(ldU8x16(p, o+2))
-		var dw archsimd.Float32x8
-		dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
-		lo := v.And(mask)
-		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-		a0 = q4LastLanes(lo, hi, xp, xcp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(xd4p, b)), a0)
+		lx := lo.DotProductPairsSaturated(ldI8x32(xp, 64*j)).Add(hi.DotProductPairsSaturated(ldI8x32(xp, 64*j+32))).DotProductPairs(ones).Sub(ldI32x8(xcp, 32*j))
+		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xdp, 32*j)), a0)
 	}
 	return hsum8(a0)
 }
@@ -264,37 +249,22 @@ func dot1Q4_0(p unsafe.Pointer, xq *actQ8, i, nb int, sc *[1 << 16]float32) floa
 // against inputs i and k: one chain per output over pairs of blocks, each
 // pair's nibbles unpacked once for both inputs.
 func dot2Q4_0(p unsafe.Pointer, xq *actQ8, i, k, nb int, sc *[1 << 16]float32) (float32, float32) {
-	xp, _, xcp, xd4p := actPtrs(xq, i, nb)
-	yp, _, ycp, yd4p := actPtrs(xq, k, nb)
+	np := (nb + 1) / 2
+	xp, xcp, xdp := actPairPtrs(xq, i, np)
+	yp, ycp, ydp := actPairPtrs(xq, k, np)
 	ones := archsimd.BroadcastInt16x16(1)
 	mask := archsimd.BroadcastUint8x32(0x0f)
 	a0 := archsimd.BroadcastFloat32x8(0)
 	a1 := a0
-	b := 0
-	for ; b+2 <= nb; b += 2 {
-		o := b * q4Blk
-		var v archsimd.Uint8x32
-		v = v.SetLo(ldU8x16(p, o+2)).SetHi(ldU8x16(p, o+q4Blk+2))
-		dw := archsimd.BroadcastFloat32x8(ldScale(sc, p, o)).SetHi(archsimd.BroadcastFloat32x4(ldScale(sc, p, o+q4Blk)))
+	for j := 0; j < np; j++ {
+		o := 2 * j * q4Blk
+		v, dw := q4Weights(p, o, 2*j+1 < nb, sc)
 		lo := v.And(mask)
 		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-		x0, x1 := ldI8x32(xp, b*tile), ldI8x32(xp, b*tile+tile)
-		lx := lo.DotProductPairsSaturated(x0.Select128FromPair(0, 2, x1)).Add(hi.DotProductPairsSaturated(x0.Select128FromPair(1, 3, x1))).DotProductPairs(ones).Sub(ldI32x8(xcp, 16*b))
-		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xd4p, 16*b)), a0)
-		y0, y1 := ldI8x32(yp, b*tile), ldI8x32(yp, b*tile+tile)
-		ly := lo.DotProductPairsSaturated(y0.Select128FromPair(0, 2, y1)).Add(hi.DotProductPairsSaturated(y0.Select128FromPair(1, 3, y1))).DotProductPairs(ones).Sub(ldI32x8(ycp, 16*b))
-		a1 = ly.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(yd4p, 16*b)), a1)
-	}
-	if b < nb { // odd last block, paired with an empty one (lanes 4–7: 0·0)
-		o := b * q4Blk
-		var v archsimd.Uint8x32
-		v = v.SetLo(ldU8x16(p, o+2))
-		var dw archsimd.Float32x8
-		dw = dw.SetLo(archsimd.BroadcastFloat32x4(ldScale(sc, p, o)))
-		lo := v.And(mask)
-		hi := v.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(mask)
-		a0 = q4LastLanes(lo, hi, xp, xcp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(xd4p, b)), a0)
-		a1 = q4LastLanes(lo, hi, yp, ycp, b, ones).ConvertToFloat32().MulAdd(dw.Mul(q4LastScale(yd4p, b)), a1)
+		lx := lo.DotProductPairsSaturated(ldI8x32(xp, 64*j)).Add(hi.DotProductPairsSaturated(ldI8x32(xp, 64*j+32))).DotProductPairs(ones).Sub(ldI32x8(xcp, 32*j))
+		a0 = lx.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(xdp, 32*j)), a0)
+		ly := lo.DotProductPairsSaturated(ldI8x32(yp, 64*j)).Add(hi.DotProductPairsSaturated(ldI8x32(yp, 64*j+32))).DotProductPairs(ones).Sub(ldI32x8(ycp, 32*j))
+		a1 = ly.ConvertToFloat32().MulAdd(dw.Mul(ldF32x8(ydp, 32*j)), a1)
 	}
 	return hsum8(a0), hsum8(a1)
 }

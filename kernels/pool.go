@@ -3,24 +3,35 @@ package kernels
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// Pool splits data-parallel work across persistent goroutines, so a kernel call
-// costs a few channel operations rather than goroutine creation. A nil *Pool is
+// Pool splits data-parallel work across persistent goroutines. A nil *Pool is
 // valid everywhere and runs the work inline on the caller's goroutine.
 //
 // Calls on one Pool are serialized (the pool is the CPU budget: two callers
 // would only compete for the same cores). The function given to For must not
 // call For on the same Pool.
+//
+// Helpers spin for a short while (spinFor) after each chunk before parking on
+// a channel: a decode step is hundreds of matrix products tens of µs apart,
+// and waking a parked goroutine costs several µs (and, when the caller's P
+// is the only one awake, can leave the helper queued behind the caller until
+// it blocks, running the call serially). The caller likewise spins until the
+// helpers' chunks are done instead of parking on a WaitGroup.
 type Pool struct {
 	mu      sync.Mutex
 	threads int
-	wake    []chan struct{} // one per helper goroutine; helper k runs chunk k+1
-	busy    sync.WaitGroup  // helpers still running the current call
-	exited  sync.WaitGroup  // helpers not yet returned after Close
-	closed  bool
+	helpers []poolHelper // helper k runs chunk k+1
+	exited  sync.WaitGroup
+	closed  bool // guarded by mu
+	stop    atomic.Bool
 
-	// The current call, published to helpers by the send on wake.
+	// pending counts helper chunks of the current call not yet finished.
+	pending atomic.Int32
+
+	// The current call, published to helper k by the increment of its gen.
 	n, parts int
 	fn       func(lo, hi int)
 
@@ -33,28 +44,79 @@ type Pool struct {
 	act actQ8
 }
 
+// poolHelper is one helper goroutine's mailbox.
+type poolHelper struct {
+	gen    atomic.Uint64 // bumped once per call the helper takes part in
+	asleep atomic.Int32  // 1 while parked (or about to park) on wake
+	wake   chan struct{} // buffered(1): the caller's nudge to a parked helper
+	_      [40]byte      // keep helpers' counters on separate cache lines
+}
+
+// spinFor is how long a helper (or a waiting caller) polls before parking
+// (or yielding); a var so tests can set it to 0 to force the parking paths.
+var spinFor = 100 * time.Microsecond
+
 // NewPool starts threads-1 helper goroutines (the caller of For is the other
 // thread). threads <= 0 means runtime.GOMAXPROCS(0).
 func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1)}
+	p := &Pool{threads: threads, helpers: make([]poolHelper, threads-1)}
 	p.matFn = p.mat.run
 	p.exited.Add(threads - 1)
-	for k := range p.wake {
-		p.wake[k] = make(chan struct{})
-		go p.helper(k+1, p.wake[k])
+	for k := range p.helpers {
+		p.helpers[k].wake = make(chan struct{}, 1)
+		go p.helper(k + 1)
 	}
 	return p
 }
 
-func (p *Pool) helper(chunk int, wake <-chan struct{}) {
+func (p *Pool) helper(chunk int) {
 	defer p.exited.Done()
-	for range wake {
+	h := &p.helpers[chunk-1]
+	var seen uint64
+	for {
+		seen = h.await(seen)
+		if p.stop.Load() {
+			return
+		}
 		lo, hi := chunkBounds(p.n, p.parts, chunk)
 		p.fn(lo, hi)
-		p.busy.Done()
+		p.pending.Add(-1)
+	}
+}
+
+// await returns h.gen once it differs from seen: polling for spinFor, then
+// parked on h.wake. The caller bumps gen before it checks asleep, and the
+// helper sets asleep before it rechecks gen, so one of them sees the other.
+func (h *poolHelper) await(seen uint64) uint64 {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if g := h.gen.Load(); g != seen {
+			return g
+		}
+		if i%128 == 0 {
+			if time.Since(start) > spinFor {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	h.asleep.Store(1)
+	if g := h.gen.Load(); g != seen && h.asleep.CompareAndSwap(1, 0) {
+		return g
+	}
+	<-h.wake // the caller cleared asleep and is sending (or has sent)
+	return h.gen.Load()
+}
+
+// signal publishes a new call (or the stop) to helper k.
+func (p *Pool) signal(k int) {
+	h := &p.helpers[k]
+	h.gen.Add(1)
+	if h.asleep.CompareAndSwap(1, 0) {
+		h.wake <- struct{}{}
 	}
 }
 
@@ -78,8 +140,9 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
-	for _, w := range p.wake {
-		close(w)
+	p.stop.Store(true)
+	for k := range p.helpers {
+		p.signal(k)
 	}
 	p.exited.Wait()
 }
@@ -108,17 +171,33 @@ func (p *Pool) forLocked(n, parts int, fn func(lo, hi int)) {
 		return
 	}
 	p.n, p.parts, p.fn = n, parts, fn
-	p.busy.Add(parts - 1)
+	p.pending.Store(int32(parts - 1))
 	for k := 0; k < parts-1; k++ {
-		p.wake[k] <- struct{}{}
+		p.signal(k)
 	}
 	// Wait even if fn panics on this goroutine: helpers still read p.fn.
 	defer func() {
-		p.busy.Wait()
+		p.waitHelpers()
 		p.fn = nil
 	}()
 	lo, hi := chunkBounds(n, parts, 0)
 	fn(lo, hi)
+}
+
+// waitHelpers returns when every helper chunk of the current call is done,
+// polling and then yielding the P (a helper may be queued behind us).
+func (p *Pool) waitHelpers() {
+	start := time.Now()
+	spinning := true
+	for i := 1; p.pending.Load() != 0; i++ {
+		if !spinning {
+			runtime.Gosched()
+			continue
+		}
+		if i%128 == 0 && time.Since(start) > spinFor {
+			spinning = false
+		}
+	}
 }
 
 // chunkBounds is chunk k of [0,n) cut into parts near-equal contiguous pieces.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/kernels"
 	"go.uber.org/goleak"
@@ -117,5 +118,40 @@ func TestPoolForNoAlloc(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(50, func() { p.For(64, fn) }); a != 0 {
 		t.Fatalf("For allocates %v times per call", a)
+	}
+}
+
+// TestPoolWakeups runs many calls through both hand-offs a helper can take:
+// caught while polling (spin on) and parked on its channel (spin 0, with
+// pauses so helpers really are asleep), checking each call's chunks ran
+// exactly once and nothing leaks after Close.
+func TestPoolWakeups(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, spin := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+			defer kernels.SetPoolSpin(spin)()
+			for _, threads := range []int{2, 3} {
+				p := kernels.NewPool(threads)
+				hits := make([]int32, 64)
+				for call := range 300 {
+					if call%50 == 0 {
+						time.Sleep(2 * time.Millisecond) // let helpers park
+					}
+					n := 1 + call%len(hits)
+					p.For(n, func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							hits[i]++
+						}
+					})
+					for i := range n {
+						if hits[i] != 1 {
+							t.Fatalf("threads=%d call %d: index %d visited %d times", threads, call, i, hits[i])
+						}
+						hits[i] = 0
+					}
+				}
+				p.Close()
+			}
+		})
 	}
 }

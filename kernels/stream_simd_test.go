@@ -71,3 +71,28 @@ func TestStreamSum(t *testing.T) {
 		t.Fatalf("streamSum256 = %d, want %d", got, want)
 	}
 }
+
+// BenchmarkStreamReadThreads is BenchmarkStreamRead split across 2
+// goroutines: whether a second core draws more memory bandwidth (the ceiling
+// for a two-thread decode).
+func BenchmarkStreamReadThreads(b *testing.B) {
+	buf := make([]byte, 256<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	b.SetBytes(int64(len(buf)))
+	half := len(buf) / 2
+	var sink [2]uint64
+	for b.Loop() {
+		done := make(chan struct{})
+		go func() {
+			sink[1] += streamSum(buf[half:])
+			close(done)
+		}()
+		sink[0] += streamSum(buf[:half])
+		<-done
+	}
+	if sink[0] == 1 {
+		b.Log(sink)
+	}
+}
