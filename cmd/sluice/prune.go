@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -72,46 +73,78 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 	}
 	defer src.close()
 
-	// Read every matrix first: a global prune ranks them all together.
-	vals := map[string][]float32{}
+	// pruned reads matrix t and prunes it. A global prune ranks all the
+	// matrices together, so it runs once up front and keeps them in memory;
+	// the per-matrix methods run twice, once here to count the zeros the
+	// metadata reports and again while the output streams, so only one
+	// matrix is in memory at a time.
+	var ranked map[string][]float32 // the globally pruned matrices
+	method := ""
+	pruned := func(t tensor.Info) ([]float32, error) {
+		if ranked != nil {
+			return ranked[t.Name], nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := src.f32(t)
+		if err != nil {
+			return nil, err
+		}
+		if set["nm"] {
+			err = prune.NM(v, t.Rows(), t.Cols(), n, m)
+		} else {
+			_, err = prune.Magnitude(v, *sparsity)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: tensor %s: %w", src.path, t.Name, err)
+		}
+		return v, nil
+	}
+	switch {
+	case set["nm"]:
+		method = fmt.Sprintf("%d:%d structured", n, m)
+	case *global:
+		method = fmt.Sprintf("%g global magnitude", *sparsity)
+	default:
+		method = fmt.Sprintf("%g per-matrix magnitude", *sparsity)
+	}
 	var order [][]float32
+	matrices, zeros, total := 0, 0, 0
 	for _, t := range src.tensors {
 		if !prunable(t) {
 			continue
 		}
-		v, err := src.f32(t)
-		if err != nil {
-			return err
+		matrices++
+		if *global {
+			v, err := src.f32(t)
+			if err != nil {
+				return err
+			}
+			order = append(order, v)
+			continue
 		}
-		vals[t.Name] = v
-		order = append(order, v)
+		v, err := pruned(t)
+		if err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+		zeros += prune.Zeros(v)
+		total += len(v)
 	}
-	if len(order) == 0 {
+	if matrices == 0 {
 		return fmt.Errorf("prune: %s has no blk.* weight matrices to prune", src.path)
 	}
-	method := ""
-	switch {
-	case set["nm"]:
-		method = fmt.Sprintf("%d:%d structured", n, m)
-		for _, t := range src.tensors {
-			if v := vals[t.Name]; v != nil {
-				if err := prune.NM(v, t.Rows(), t.Cols(), n, m); err != nil {
-					return fmt.Errorf("prune: %s: tensor %s: %w", src.path, t.Name, err)
-				}
-			}
-		}
-	case *global:
-		method = fmt.Sprintf("%g global magnitude", *sparsity)
+	if *global {
 		if _, err := prune.MagnitudeGlobal(order, *sparsity); err != nil {
 			return fmt.Errorf("prune: %s: %w", src.path, err)
 		}
-	default:
-		method = fmt.Sprintf("%g per-matrix magnitude", *sparsity)
+		ranked = map[string][]float32{}
 		for _, t := range src.tensors {
-			if v := vals[t.Name]; v != nil {
-				if _, err := prune.Magnitude(v, *sparsity); err != nil {
-					return fmt.Errorf("prune: %s: tensor %s: %w", src.path, t.Name, err)
-				}
+			if prunable(t) {
+				v := order[len(ranked)]
+				ranked[t.Name] = v
+				zeros += prune.Zeros(v)
+				total += len(v)
 			}
 		}
 	}
@@ -124,37 +157,36 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 		dt = prune.DTypeSparse24
 	}
 	w := gguf.NewWriter()
-	zeros, total := 0, 0
 	for _, t := range src.tensors {
-		v := vals[t.Name]
-		if v == nil {
-			raw, err := src.raw(t)
-			if err != nil {
-				return err
-			}
-			if err := w.AddTensor(t.Name, t.DType, t.Shape, raw); err != nil {
-				return fmt.Errorf("prune: %s: %w", *out, err)
-			}
-			continue
-		}
-		zeros += prune.Zeros(v)
-		total += len(v)
-		data := []byte(nil)
-		if compressed {
-			s, err := prune.Compress24(v, t.Rows(), t.Cols())
-			if err != nil {
-				return fmt.Errorf("prune: tensor %s: %w", t.Name, err)
-			}
-			data = s.Encode()
+		var err error
+		if !prunable(t) {
+			err = w.AddTensorFunc(t.Name, t.DType, t.Shape, src.copyRaw(ctx, t))
 		} else {
-			data = f32Bytes(v)
+			err = w.AddTensorFunc(t.Name, dt, t.Shape, func(out io.Writer) error {
+				v, err := pruned(t)
+				if err != nil {
+					return err
+				}
+				data := []byte(nil)
+				if compressed {
+					s, err := prune.Compress24(v, t.Rows(), t.Cols())
+					if err != nil {
+						return fmt.Errorf("tensor %s: %w", t.Name, err)
+					}
+					data = s.Encode()
+				} else {
+					data = f32Bytes(v)
+				}
+				_, err = out.Write(data)
+				return err
+			})
 		}
-		if err := w.AddTensor(t.Name, dt, t.Shape, data); err != nil {
+		if err != nil {
 			return fmt.Errorf("prune: %s: %w", *out, err)
 		}
 	}
 	note := fmt.Sprintf("sluice prune: %s pruning of %d blk.* weight matrices, %d of %d weights zero (%.2f%%), stored as %v; token_embd, output and norms unchanged",
-		method, len(order), zeros, total, 100*float64(zeros)/float64(total), dt)
+		method, matrices, zeros, total, 100*float64(zeros)/float64(total), dt)
 	meta := map[string]any{"general.file_type": fileTypeOf(dt), "general.pruning_notes": note}
 	if err := src.writeMeta(w, meta); err != nil {
 		return fmt.Errorf("prune: %w", err)
@@ -164,7 +196,7 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("prune: %w", err)
 	}
 	fmt.Fprintf(e.stdout, "wrote %s: %s pruning of %d matrices, %d of %d weights zero (%.2f%%), stored as %v, %d → %d bytes\n",
-		*out, method, len(order), zeros, total, 100*float64(zeros)/float64(total), dt, src.size, size)
+		*out, method, matrices, zeros, total, 100*float64(zeros)/float64(total), dt, src.size, size)
 	zerolog.Ctx(ctx).Info().Str("in", src.path).Str("out", *out).Str("method", method).Int64("bytes", size).Msg("prune done")
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -43,46 +44,50 @@ func cmdQuantize(ctx context.Context, e *env, args []string) error {
 	}
 	defer src.close()
 
+	// The output streams tensor by tensor: which matrices are quantized
+	// depends only on their shapes, so the metadata (which counts them) is
+	// known before any weight is read, and WriteFile below reads, converts
+	// and writes one tensor at a time.
 	w := gguf.NewWriter()
 	var kept []string
 	var keptCols []int
 	quantized := 0
 	for _, t := range src.tensors {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if len(t.Shape) != 2 {
-			raw, err := src.raw(t) // norms and other vectors keep their type
-			if err != nil {
-				return err
-			}
-			if err := w.AddTensor(t.Name, t.DType, t.Shape, raw); err != nil {
-				return fmt.Errorf("quantize: %s: %w", *out, err)
-			}
-			continue
-		}
-		vals, err := src.f32(t)
-		if err != nil {
-			return err
-		}
-		rows, cols := t.Rows(), t.Cols()
-		if !s.LlamaCppReadable(cols) && s.DType() < tensor.FirstExtension {
+		var err error
+		switch cols := t.Cols(); {
+		case len(t.Shape) != 2: // norms and other vectors keep their type
+			err = w.AddTensorFunc(t.Name, t.DType, t.Shape, src.copyRaw(ctx, t))
+		case !s.LlamaCppReadable(cols) && s.DType() < tensor.FirstExtension:
 			// q8_0/q4_0 rows must be whole 32-weight blocks; sluice's padded
 			// variant has no dtype id, so this matrix stays exact.
 			kept, keptCols = append(kept, t.Name), append(keptCols, cols)
-			if err := w.AddTensor(t.Name, tensor.F32, t.Shape, f32Bytes(vals)); err != nil {
-				return fmt.Errorf("quantize: %s: %w", *out, err)
-			}
-			continue
+			err = w.AddTensorFunc(t.Name, tensor.F32, t.Shape, func(out io.Writer) error {
+				vals, err := src.f32Ctx(ctx, t)
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(f32Bytes(vals))
+				return err
+			})
+		default:
+			quantized++
+			err = w.AddTensorFunc(t.Name, s.DType(), t.Shape, func(out io.Writer) error {
+				vals, err := src.f32Ctx(ctx, t)
+				if err != nil {
+					return err
+				}
+				rows, cols := t.Rows(), t.Cols()
+				q := make([]byte, s.MatrixBytes(rows, cols))
+				if err := s.Quantize(q, vals, rows, cols); err != nil {
+					return fmt.Errorf("%s: tensor %s: %w", src.path, t.Name, err)
+				}
+				_, err = out.Write(q)
+				return err
+			})
 		}
-		q := make([]byte, s.MatrixBytes(rows, cols))
-		if err := s.Quantize(q, vals, rows, cols); err != nil {
-			return fmt.Errorf("quantize: %s: tensor %s: %w", src.path, t.Name, err)
-		}
-		if err := w.AddTensor(t.Name, s.DType(), t.Shape, q); err != nil {
+		if err != nil {
 			return fmt.Errorf("quantize: %s: %w", *out, err)
 		}
-		quantized++
 	}
 	note := fmt.Sprintf("sluice quantize --type %v: %d weight matrices quantized", s, quantized)
 	var keptMsg string
@@ -245,6 +250,29 @@ func (r *rewriteSource) raw(t tensor.Info) ([]byte, error) {
 		return nil, fmt.Errorf("%s: tensor %s at offset %d (%d bytes): %w", r.path, t.Name, t.Offset, t.Size, err)
 	}
 	return b, nil
+}
+
+// copyRaw returns an AddTensorFunc func that copies a tensor's bytes
+// unchanged, a buffer at a time.
+func (r *rewriteSource) copyRaw(ctx context.Context, t tensor.Info) func(io.Writer) error {
+	return func(w io.Writer) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(w, io.NewSectionReader(r.f, t.Offset, t.Size), t.Size); err != nil {
+			return fmt.Errorf("%s: tensor %s at offset %d (%d bytes): %w", r.path, t.Name, t.Offset, t.Size, err)
+		}
+		return nil
+	}
+}
+
+// f32Ctx is f32 that first checks ctx, for the AddTensorFunc funcs run one
+// tensor after another while the output is written.
+func (r *rewriteSource) f32Ctx(ctx context.Context, t tensor.Info) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.f32(t)
 }
 
 // f32 reads a tensor and decodes it row by row (rows of extension layouts

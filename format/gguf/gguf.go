@@ -52,6 +52,9 @@ var (
 	// ErrCorrupt: a field holds an impossible value (duplicate key, misaligned
 	// or overlapping tensor data, too many dimensions, …).
 	ErrCorrupt = errors.New("gguf: corrupt")
+	// ErrTensorSize: tensor data given to the Writer (AddTensor's slice or
+	// what an AddTensorFunc func wrote) is not the size dt and shape imply.
+	ErrTensorSize = errors.New("gguf: tensor data size mismatch")
 )
 
 // Error describes a problem at one place in one file.

@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -370,6 +371,18 @@ func TestWriterErrors(t *testing.T) {
 			w.AddTensor("w", tensor.F32, []int{8}, f32)
 			return w.AddTensor("w", tensor.F32, []int{8}, f32)
 		}, "duplicate tensor name"},
+		{"func nil", func(w *Writer) error { return w.AddTensorFunc("w", tensor.F32, []int{8}, nil) }, `AddTensorFunc "w": nil write func`},
+		{"func partial block", func(w *Writer) error { return w.AddTensorFunc("w", tensor.Q4_0, []int{2, 33}, nopWrite) }, "not a whole number of 32-element blocks"},
+		{"func 5 dims", func(w *Writer) error { return w.AddTensorFunc("w", tensor.F32, []int{1, 1, 1, 1, 8}, nopWrite) }, `AddTensorFunc "w": gguf: unsupported: 5 dimensions`},
+		{"func empty name", func(w *Writer) error { return w.AddTensorFunc("", tensor.F32, []int{8}, nopWrite) }, "AddTensorFunc: empty name"},
+		{"func duplicate of AddTensor", func(w *Writer) error {
+			w.AddTensor("w", tensor.F32, []int{8}, f32)
+			return w.AddTensorFunc("w", tensor.F32, []int{8}, nopWrite)
+		}, "duplicate tensor name"},
+		{"AddTensor duplicate of func", func(w *Writer) error {
+			w.AddTensorFunc("w", tensor.F32, []int{8}, nopWrite)
+			return w.AddTensor("w", tensor.F32, []int{8}, f32)
+		}, "duplicate tensor name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -380,6 +393,8 @@ func TestWriterErrors(t *testing.T) {
 		})
 	}
 }
+
+func nopWrite(io.Writer) error { return nil }
 
 func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()

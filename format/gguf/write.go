@@ -17,7 +17,8 @@ import (
 //
 // The Writer keeps references to the data slices given to AddTensor (a model
 // can be larger than what one wants to copy); do not modify them before
-// WriteTo returns.
+// WriteTo returns. A model larger than memory goes through AddTensorFunc,
+// whose funcs produce each tensor's bytes while WriteTo runs.
 type Writer struct {
 	kvs     []KV
 	keys    map[string]bool
@@ -27,8 +28,9 @@ type Writer struct {
 }
 
 type wtensor struct {
-	info tensor.Info // Offset relative to the data section
-	data []byte
+	info  tensor.Info // Offset relative to the data section
+	data  []byte      // AddTensor's bytes, or nil when write is set
+	write func(io.Writer) error
 }
 
 // NewWriter returns an empty Writer.
@@ -154,43 +156,79 @@ func checkValue(v any, depth int) error {
 // AddTensor appends a tensor. shape is outermost first (it is written
 // reversed, as ggml's ne); data must be exactly the tensor's byte size for dt.
 func (w *Writer) AddTensor(name string, dt tensor.DType, shape []int, data []byte) error {
+	size, err := w.checkTensor("AddTensor", name, dt, shape)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != size {
+		return fmt.Errorf("gguf: AddTensor %q: %v %v needs %d bytes, got %d: %w", name, dt, shape, size, len(data), ErrTensorSize)
+	}
+	w.add(name, dt, shape, size, data, nil)
+	return nil
+}
+
+// AddTensorFunc appends a tensor whose bytes are produced while the file is
+// written, so a converter or generator can stream a model larger than memory
+// instead of handing every tensor's bytes to AddTensor up front. The size is
+// fixed now from dt and shape (dt.RowBytes of the innermost dimension times
+// the number of rows); WriteTo calls write once, in tensor order, with a
+// writer positioned at the tensor's (aligned) data, and handles the padding
+// around it. write must write exactly the tensor's bytes and must not keep
+// the writer: WriteTo fails, naming the tensor and wrapping ErrTensorSize,
+// if it writes more or fewer, and wraps any error write returns. Each call
+// of WriteTo or WriteFile calls write again.
+func (w *Writer) AddTensorFunc(name string, dt tensor.DType, shape []int, write func(io.Writer) error) error {
+	size, err := w.checkTensor("AddTensorFunc", name, dt, shape)
+	if err != nil {
+		return err
+	}
+	if write == nil {
+		return fmt.Errorf("gguf: AddTensorFunc %q: nil write func", name)
+	}
+	w.add(name, dt, shape, size, nil, write)
+	return nil
+}
+
+// checkTensor validates a tensor about to be added and returns its byte size.
+func (w *Writer) checkTensor(op, name string, dt tensor.DType, shape []int) (int64, error) {
 	if name == "" {
-		return fmt.Errorf("gguf: AddTensor: empty name")
+		return 0, fmt.Errorf("gguf: %s: empty name", op)
 	}
 	if w.names[name] {
-		return fmt.Errorf("gguf: AddTensor %q: %w: duplicate tensor name", name, ErrCorrupt)
+		return 0, fmt.Errorf("gguf: %s %q: %w: duplicate tensor name", op, name, ErrCorrupt)
 	}
 	if len(shape) < 1 || len(shape) > MaxDims {
-		return fmt.Errorf("gguf: AddTensor %q: %w: %d dimensions, want 1..%d", name, ErrUnsupported, len(shape), MaxDims)
+		return 0, fmt.Errorf("gguf: %s %q: %w: %d dimensions, want 1..%d", op, name, ErrUnsupported, len(shape), MaxDims)
 	}
 	elems := int64(1)
 	for _, n := range shape {
 		if n < 1 || n > math.MaxInt32 {
-			return fmt.Errorf("gguf: AddTensor %q: %w: shape %v has a dimension outside 1..%d", name, ErrCorrupt, shape, math.MaxInt32)
+			return 0, fmt.Errorf("gguf: %s %q: %w: shape %v has a dimension outside 1..%d", op, name, ErrCorrupt, shape, math.MaxInt32)
 		}
 		if elems > math.MaxInt64/int64(n) {
-			return fmt.Errorf("gguf: AddTensor %q: %w: shape %v overflows int64", name, ErrCorrupt, shape)
+			return 0, fmt.Errorf("gguf: %s %q: %w: shape %v overflows int64", op, name, ErrCorrupt, shape)
 		}
 		elems *= int64(n)
 	}
 	cols := shape[len(shape)-1]
 	row, err := dt.RowBytes(cols)
 	if err != nil {
-		return fmt.Errorf("gguf: AddTensor %q: %w", name, err)
+		return 0, fmt.Errorf("gguf: %s %q: %w", op, name, err)
 	}
 	rows := elems / int64(cols)
 	if row != 0 && rows > math.MaxInt64/row {
-		return fmt.Errorf("gguf: AddTensor %q: %w: byte size overflows int64", name, ErrCorrupt)
+		return 0, fmt.Errorf("gguf: %s %q: %w: byte size overflows int64", op, name, ErrCorrupt)
 	}
-	if want := rows * row; int64(len(data)) != want {
-		return fmt.Errorf("gguf: AddTensor %q: %v %v needs %d bytes, got %d", name, dt, shape, want, len(data))
-	}
+	return rows * row, nil
+}
+
+func (w *Writer) add(name string, dt tensor.DType, shape []int, size int64, data []byte, write func(io.Writer) error) {
 	w.names[name] = true
 	w.tensors = append(w.tensors, wtensor{
-		info: tensor.Info{Name: name, DType: dt, Shape: append([]int(nil), shape...), Size: int64(len(data))},
-		data: data,
+		info:  tensor.Info{Name: name, DType: dt, Shape: append([]int(nil), shape...), Size: size},
+		data:  data,
+		write: write,
 	})
-	return nil
 }
 
 // countingWriter tracks the bytes written and the first error, so the
@@ -239,6 +277,52 @@ func (c *countingWriter) pad(align int64) {
 	}
 }
 
+// stream writes a tensor added by AddTensorFunc through a tensorWriter that
+// holds its func to the declared size.
+func (c *countingWriter) stream(t *wtensor) {
+	if c.err != nil {
+		return
+	}
+	tw := &tensorWriter{c: c, info: &t.info}
+	err := t.write(tw)
+	switch {
+	case c.err != nil: // the output failed; err, if any, is likely its echo
+		c.err = fmt.Errorf("tensor %q: %w", t.info.Name, c.err)
+	case err != nil:
+		c.err = fmt.Errorf("tensor %q: %w", t.info.Name, err)
+	case tw.over || tw.n != t.info.Size:
+		wrote := fmt.Sprint(tw.n)
+		if tw.over {
+			wrote = "more"
+		}
+		c.err = fmt.Errorf("tensor %q: %w: %v %v needs %d bytes, its write func wrote %s", t.info.Name, ErrTensorSize, t.info.DType, t.info.Shape, t.info.Size, wrote)
+	}
+}
+
+// tensorWriter is the io.Writer an AddTensorFunc func writes to. It refuses
+// bytes past the tensor's size, so an over-long func cannot shift the data
+// after it before stream notices.
+type tensorWriter struct {
+	c    *countingWriter
+	info *tensor.Info
+	n    int64 // bytes written so far
+	over bool  // a write past size was refused
+}
+
+func (tw *tensorWriter) Write(p []byte) (int, error) {
+	if tw.c.err != nil {
+		return 0, tw.c.err
+	}
+	if t := tw.info; int64(len(p)) > t.Size-tw.n {
+		tw.over = true
+		return 0, fmt.Errorf("%w: %v %v needs %d bytes, its write func wrote more (%d after %d)", ErrTensorSize, t.DType, t.Shape, t.Size, len(p), tw.n)
+	}
+	before := tw.c.n
+	tw.c.write(p)
+	tw.n += tw.c.n - before
+	return int(tw.c.n - before), tw.c.err
+}
+
 // WriteTo writes the whole file to out and returns the bytes written.
 func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	n, err := w.writeTo(out)
@@ -276,8 +360,13 @@ func (w *Writer) writeTo(out io.Writer) (int64, error) {
 	if len(w.tensors) > 0 {
 		c.pad(w.align)
 	}
-	for i, t := range w.tensors {
-		c.write(t.data)
+	for i := range w.tensors {
+		t := &w.tensors[i]
+		if t.write != nil {
+			c.stream(t)
+		} else {
+			c.write(t.data)
+		}
 		if i < len(w.tensors)-1 {
 			c.pad(w.align)
 		}

@@ -245,8 +245,8 @@ func TestTinyRoundTrip(t *testing.T) {
 }
 
 // TestSameBytesAsGGUFWriter re-encodes a file through format/gguf's Writer
-// (metadata and tensors as read back): the bytes must be identical, which
-// checks synth's own streaming encoder field by field.
+// (metadata and tensors as read back, tensors given whole to AddTensor): the
+// bytes must be identical to synth's streamed AddTensorFunc output.
 func TestSameBytesAsGGUFWriter(t *testing.T) {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.Q4_0} {
 		t.Run(dt.String(), func(t *testing.T) {

@@ -1,23 +1,18 @@
 package synth
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"sync"
 
+	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/tensor"
 )
-
-// alignment is GGUF's default data alignment; the files carry no
-// general.alignment key.
-const alignment = 32
 
 // chunkElems is the number of weights generated from one random stream
 // (rounded to whole rows). It fixes the output: changing it changes every
@@ -31,7 +26,6 @@ type tensorPlan struct {
 	shape      []int // outermost first
 	rows, cols int   // matrix view: cols is the innermost dimension
 	rowBytes   int64
-	offset     int64   // relative to the data section
 	norm       bool    // 1 + noise instead of noise
 	std        float32 // standard deviation of the noise
 	index      int     // position in the file, part of the random stream's key
@@ -56,7 +50,7 @@ func matrixType(dt tensor.DType, cols int) tensor.DType {
 }
 
 // planTensors lists the tensors in llama.cpp's names and file order
-// (token_embd, output_norm, output, then the blocks), with offsets.
+// (token_embd, output_norm, output, then the blocks).
 func planTensors(p Preset, dt tensor.DType, std, embedStd float32) ([]tensorPlan, error) {
 	kv := p.KVHeads * p.HeadDim()
 	var ts []tensorPlan
@@ -82,26 +76,21 @@ func planTensors(p Preset, dt tensor.DType, std, embedStd float32) ([]tensorPlan
 		matrix(blk("ffn_up"), p.Hidden, p.Dim)
 		matrix(blk("ffn_down"), p.Dim, p.Hidden)
 	}
-	var off int64
 	for i := range ts {
 		t := &ts[i]
 		rb, err := t.dt.RowBytes(t.cols)
 		if err != nil {
 			return nil, fmt.Errorf("synth: %s: %w: %w", t.name, ErrInvalid, err)
 		}
-		t.rowBytes, t.index, t.offset = rb, i, off
+		t.rowBytes, t.index = rb, i
 		if t.std == 0 {
 			t.std = std
 		}
-		off = alignUp(off+t.size(), alignment)
 	}
 	return ts, nil
 }
 
-func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
-
-// kv is one metadata entry; value is uint32, float32, bool, string,
-// []string, []float32 or []int32.
+// kv is one metadata entry; value is of a type gguf.Writer.AddKV takes.
 type kv struct {
 	key   string
 	value any
@@ -210,23 +199,31 @@ func WriteContext(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := m.write(ctx, w); err != nil {
+	if err := m.write(ctx, func(gw *gguf.Writer) error { _, err := gw.WriteTo(w); return err }); err != nil {
 		return fmt.Errorf("synth: write: %w", err)
 	}
 	return nil
 }
 
-func (m *model) write(ctx context.Context, w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	e := &encoder{w: bw}
-	m.header(e)
-	if e.err == nil {
-		e.err = m.stream(ctx, e)
+// write encodes the model with a gguf.Writer, whose WriteTo or WriteFile
+// run calls: metadata as KVs, each tensor as an AddTensorFunc fed by a
+// stream of generated chunks.
+func (m *model) write(ctx context.Context, run func(*gguf.Writer) error) error {
+	w := gguf.NewWriter()
+	for _, kv := range m.meta {
+		if err := w.AddKV(kv.key, kv.value); err != nil {
+			return err
+		}
 	}
-	if e.err == nil {
-		e.err = bw.Flush()
+	s := m.startStream(ctx)
+	defer s.stop()
+	for i := range m.tensors {
+		t := &m.tensors[i]
+		if err := w.AddTensorFunc(t.name, t.dt, t.shape, func(out io.Writer) error { return s.writeTensor(out, t) }); err != nil {
+			return err
+		}
 	}
-	return e.err
+	return run(w)
 }
 
 // WriteFile writes the model to path+".tmp", syncs it and renames it over
@@ -243,49 +240,10 @@ func WriteFileContext(ctx context.Context, path string, o Options) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	fh, err := os.Create(tmp)
-	if err != nil {
+	if err := m.write(ctx, func(w *gguf.Writer) error { return w.WriteFile(path) }); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
-	err = m.write(ctx, fh)
-	if err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("synth: write %s: %w", path, err)
-	}
 	return nil
-}
-
-// header writes magic, counts, metadata, the tensor index and the padding
-// up to the data section.
-func (m *model) header(e *encoder) {
-	e.bytes([]byte("GGUF"))
-	e.u32(3)
-	e.u64(uint64(len(m.tensors)))
-	e.u64(uint64(len(m.meta)))
-	for _, kv := range m.meta {
-		e.str(kv.key)
-		e.value(kv.value)
-	}
-	for _, t := range m.tensors {
-		e.str(t.name)
-		e.u32(uint32(len(t.shape)))
-		for j := len(t.shape) - 1; j >= 0; j-- { // ggml ne: innermost first
-			e.u64(uint64(t.shape[j]))
-		}
-		e.u32(uint32(t.dt))
-		e.u64(uint64(t.offset))
-	}
-	e.pad(alignment)
 }
 
 // job is one chunk of one tensor on its way from a worker to the writer.
@@ -297,11 +255,21 @@ type job struct {
 	done       chan struct{} // closed when buf holds the encoded chunk
 }
 
-// stream generates and writes the data section. A producer hands jobs to
-// the workers and, in file order, to the writer (this goroutine) through a
-// bounded queue; the writer waits for each job in turn. At most cap(queue)+1
-// chunks are alive at once.
-func (m *model) stream(ctx context.Context, e *encoder) error {
+// stream generates the data section ahead of the gguf.Writer. A producer
+// hands jobs to the workers and, in file order, to the writer's goroutine
+// through a bounded queue; writeTensor takes each tensor's jobs in turn and
+// waits for each. At most cap(queue)+1 chunks are alive at once.
+type stream struct {
+	ctx     context.Context
+	m       *model
+	pool    sync.Pool
+	queue   chan *job
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	written int64 // tensor bytes handed to the writer
+}
+
+func (m *model) startStream(ctx context.Context) *stream {
 	workers := m.o.Workers
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -311,72 +279,74 @@ func (m *model) stream(ctx context.Context, e *encoder) error {
 		t := &m.tensors[i]
 		maxChunk = max(maxChunk, t.rowsPerChunk()*int(t.rowBytes))
 	}
-	pool := sync.Pool{New: func() any { b := make([]byte, maxChunk); return &b }}
-	queue := make(chan *job, 4*workers)
+	s := &stream{ctx: ctx, m: m, queue: make(chan *job, 4*workers), quit: make(chan struct{})}
+	s.pool.New = func() any { b := make([]byte, maxChunk); return &b }
 	work := make(chan *job)
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-
-	wg.Go(func() {
+	s.wg.Go(func() {
 		defer close(work)
-		defer close(queue)
+		defer close(s.queue)
 		for i := range m.tensors {
 			t := &m.tensors[i]
 			per := t.rowsPerChunk()
 			for c := range t.chunks() {
 				j := &job{t: t, chunk: c, row0: c * per, rows: min(per, t.rows-c*per), done: make(chan struct{})}
 				select {
-				case queue <- j:
-				case <-quit:
+				case s.queue <- j:
+				case <-s.quit:
 					return
 				}
 				select {
 				case work <- j:
-				case <-quit:
+				case <-s.quit:
 					return
 				}
 			}
 		}
 	})
 	for range workers {
-		wg.Go(func() {
+		s.wg.Go(func() {
 			g := newGenerator(m.o.Seed)
 			for j := range work {
-				j.buf = pool.Get().(*[]byte)
+				j.buf = s.pool.Get().(*[]byte)
 				g.fill((*j.buf)[:j.rows*int(j.t.rowBytes)], j.t, j.chunk, j.rows)
 				close(j.done)
 			}
 		})
 	}
+	return s
+}
 
-	var err error
-	var written int64
-	var prevEnd int64
-	for j := range queue {
-		if err = ctx.Err(); err != nil {
-			close(quit)
-			break
+// writeTensor writes t's chunks, the next ones in the queue, to out. It
+// checks ctx before each chunk.
+func (s *stream) writeTensor(out io.Writer, t *tensorPlan) error {
+	for range t.chunks() {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		j, ok := <-s.queue
+		if !ok || j.t != t {
+			return fmt.Errorf("tensor %s: chunk stream out of step with the writer", t.name) // a bug, not bad input
 		}
 		<-j.done
-		if j.chunk == 0 && j.t.offset > prevEnd { // padding between tensors
-			e.zeros(j.t.offset - prevEnd)
+		n := j.rows * int(t.rowBytes)
+		_, err := out.Write((*j.buf)[:n])
+		s.pool.Put(j.buf)
+		if err != nil {
+			return err
 		}
-		n := j.rows * int(j.t.rowBytes)
-		e.bytes((*j.buf)[:n])
-		pool.Put(j.buf)
-		written += int64(n)
-		prevEnd = j.t.offset + int64(j.row0+j.rows)*j.t.rowBytes
-		if e.err != nil {
-			err = e.err
-			close(quit)
-			break
-		}
-		if m.o.Progress != nil {
-			m.o.Progress(written, m.tensorBytes)
+		s.written += int64(n)
+		if s.m.o.Progress != nil {
+			s.m.o.Progress(s.written, s.m.tensorBytes)
 		}
 	}
-	wg.Wait() // the producer sees quit; workers finish their job and see work closed
-	return err
+	return nil
+}
+
+// stop ends the producer and the workers (the producer sees quit; workers
+// finish their job and see work closed) and waits for them.
+func (s *stream) stop() {
+	close(s.quit)
+	s.wg.Wait()
 }
 
 // generator turns keyed random streams into encoded tensor chunks. Each
@@ -444,101 +414,5 @@ func (g *generator) fill(dst []byte, t *tensorPlan, c, rows int) {
 		tensor.QuantizeRowQ4_0(dst, x)
 	default:
 		panic("synth: fill: unplanned dtype " + t.dt.String()) // prepare rejects these
-	}
-}
-
-// encoder writes GGUF's little-endian fields and keeps the first error, so
-// the header code stays linear.
-type encoder struct {
-	w   *bufio.Writer
-	n   int64
-	err error
-	tmp [8]byte
-}
-
-func (e *encoder) bytes(b []byte) {
-	if e.err != nil {
-		return
-	}
-	n, err := e.w.Write(b)
-	e.n += int64(n)
-	e.err = err
-}
-
-func (e *encoder) u32(v uint32) { binary.LittleEndian.PutUint32(e.tmp[:], v); e.bytes(e.tmp[:4]) }
-func (e *encoder) u64(v uint64) { binary.LittleEndian.PutUint64(e.tmp[:], v); e.bytes(e.tmp[:8]) }
-
-func (e *encoder) str(s string) {
-	e.u64(uint64(len(s)))
-	if e.err == nil {
-		n, err := e.w.WriteString(s)
-		e.n += int64(n)
-		e.err = err
-	}
-}
-
-func (e *encoder) zeros(n int64) {
-	var z [alignment]byte
-	for n > 0 && e.err == nil {
-		k := min(n, int64(len(z)))
-		e.bytes(z[:k])
-		n -= k
-	}
-}
-
-func (e *encoder) pad(a int64) { e.zeros(alignUp(e.n, a) - e.n) }
-
-// GGUF metadata value types (gguf_type).
-const (
-	ggufUint32  = 4
-	ggufInt32   = 5
-	ggufFloat32 = 6
-	ggufBool    = 7
-	ggufString  = 8
-	ggufArray   = 9
-)
-
-// value writes a typed metadata value (type id, then payload).
-func (e *encoder) value(v any) {
-	switch x := v.(type) {
-	case uint32:
-		e.u32(ggufUint32)
-		e.u32(x)
-	case float32:
-		e.u32(ggufFloat32)
-		e.u32(math.Float32bits(x))
-	case bool:
-		e.u32(ggufBool)
-		b := byte(0)
-		if x {
-			b = 1
-		}
-		e.bytes([]byte{b})
-	case string:
-		e.u32(ggufString)
-		e.str(x)
-	case []string:
-		e.u32(ggufArray)
-		e.u32(ggufString)
-		e.u64(uint64(len(x)))
-		for _, s := range x {
-			e.str(s)
-		}
-	case []float32:
-		e.u32(ggufArray)
-		e.u32(ggufFloat32)
-		e.u64(uint64(len(x)))
-		for _, f := range x {
-			e.u32(math.Float32bits(f))
-		}
-	case []int32:
-		e.u32(ggufArray)
-		e.u32(ggufInt32)
-		e.u64(uint64(len(x)))
-		for _, i := range x {
-			e.u32(uint32(i))
-		}
-	default:
-		panic(fmt.Sprintf("synth: metadata value of type %T", v)) // metadata() only builds the types above
 	}
 }
