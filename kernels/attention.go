@@ -1,15 +1,22 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
-// attentionImpl computes, for each query row i and head h (KV head
-// kvh = h / (Heads/KVHeads)):
+// attentionImpl computes the (row, head) items [lo, hi) of a call, item
+// it = i*s.Heads + h being query row i, head h (KV head kvh = h /
+// (Heads/KVHeads)):
 //
 //	for each visible slot j, ascending: score[j] = Dot(q_h, k_j[kvh]) * Scale
 //	Softmax(scores of the visible slots)
 //	out := 0; for each visible slot j, ascending: out[t] += float32(a_j * v_j[kvh][t])
 //
-// with the generic Dot and Softmax. A row with no visible slot gets zeros.
+// with the generic Dot and Softmax, using scratch (≥ kv.Len floats) for the
+// scores. An item with no visible slot gets zeros. Each item is computed alone,
+// in a fixed order, so how the items are split across threads never changes
+// the result.
 var attentionImpl = attentionGeneric
 
 // Attention is scaled dot-product attention of rows query rows over one
@@ -26,6 +33,16 @@ var attentionImpl = attentionGeneric
 // result is bit-identical to kernels/ref.Attention, and row i's output does
 // not depend on the other rows in the call. It does not allocate.
 func Attention(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
+	AttentionPool(nil, dst, q, rows, kv, mask, s, scratch)
+}
+
+// AttentionPool is Attention with the rows×heads (query row, head) items split
+// across p's threads (nil p: the caller's goroutine). Every item is computed
+// by the same code in the same order whichever thread runs it, so the result
+// is bit-identical to Attention for any thread count. scratch must hold
+// AttentionPoolScratch(p, kv, rows) floats: one score buffer per thread. It
+// does not allocate.
+func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
 	if s.Heads <= 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 || s.HeadDim < 0 || rows < 0 {
 		panic(fmt.Sprintf("kernels: Attention: rows=%d Heads=%d KVHeads=%d HeadDim=%d: want rows ≥ 0 and Heads a positive multiple of KVHeads",
 			rows, s.Heads, s.KVHeads, s.HeadDim))
@@ -44,14 +61,87 @@ func Attention(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scrat
 		panic(fmt.Sprintf("kernels: Attention: rows=%d but mask has %d Lo, %d Hi, %d Tree, %d TreeBase rows",
 			rows, len(mask.Lo), len(mask.Hi), len(mask.Tree), len(mask.TreeBase)))
 	}
-	if need := AttentionScratch(kv, rows); len(scratch) < need {
-		panic(fmt.Sprintf("kernels: Attention: len(scratch)=%d, want ≥%d", len(scratch), need))
+	if need := AttentionPoolScratch(p, kv, rows); len(scratch) < need {
+		panic(fmt.Sprintf("kernels: Attention: len(scratch)=%d, want ≥%d (%d threads)", len(scratch), need, p.Threads()))
 	}
-	attentionImpl(dst, q, rows, kv, mask, s, scratch)
+	items := rows * s.Heads
+	per := max(kv.Len, 0)
+	// Threads only pay for their wake-up (a few µs) on enough work: about
+	// 2·HeadDim flops per visible slot each for the scores and the values.
+	parts := min(p.Threads(), items, 1+items*per*max(s.HeadDim, 1)/attnMinWork)
+	if parts <= 1 {
+		attentionImpl(dst, q, kv, mask, s, scratch[:per], 0, items)
+		return
+	}
+	j := getAttnJob()
+	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, fn: j.fn}
+	// One index per part: For gives each thread one part (or, on a closed
+	// pool, runs them all inline), and part k owns scratch chunk k.
+	p.For(parts, j.fn)
+	putAttnJob(j)
+}
+
+// attnMinWork is the items×slots×HeadDim of work below which AttentionPool
+// stays on one thread (about 8 µs of attention); a var so tests can split
+// tiny calls.
+var attnMinWork = 1 << 15
+
+// attnJob is one AttentionPool call's arguments, reached by the pool's
+// threads through a func value made once per job (a closure per call would
+// allocate).
+type attnJob struct {
+	dst, q            []float32
+	kv                KV
+	mask              *Mask
+	s                 AttnShape
+	scratch           []float32
+	per, items, parts int
+	fn                func(lo, hi int)
+}
+
+func (j *attnJob) run(lo, hi int) {
+	for k := lo; k < hi; k++ {
+		a, b := chunkBounds(j.items, j.parts, k)
+		attentionImpl(j.dst, j.q, j.kv, j.mask, j.s, j.scratch[k*j.per:(k+1)*j.per], a, b)
+	}
+}
+
+// attnJobs is a free list of jobs: AttentionPool calls on different Pools may
+// run at once, so one package-level job would not do, and sync.Pool may drop
+// its items (an allocation) at any GC.
+var attnJobs struct {
+	sync.Mutex
+	free []*attnJob
+}
+
+func getAttnJob() *attnJob {
+	attnJobs.Lock()
+	defer attnJobs.Unlock()
+	if n := len(attnJobs.free); n > 0 {
+		j := attnJobs.free[n-1]
+		attnJobs.free = attnJobs.free[:n-1]
+		return j
+	}
+	j := &attnJob{}
+	j.fn = j.run
+	return j
+}
+
+func putAttnJob(j *attnJob) {
+	*j = attnJob{fn: j.fn} // drop the references to the caller's slices
+	attnJobs.Lock()
+	attnJobs.free = append(attnJobs.free, j)
+	attnJobs.Unlock()
 }
 
 // AttentionScratch is the number of floats Attention needs in scratch: one
 // score per KV slot (reused for every row and head), so rows does not change it.
 func AttentionScratch(kv KV, rows int) int {
 	return max(kv.Len, 0)
+}
+
+// AttentionPoolScratch is the number of floats AttentionPool needs in scratch
+// on p: AttentionScratch per thread (each thread scores its items alone).
+func AttentionPoolScratch(p *Pool, kv KV, rows int) int {
+	return p.Threads() * AttentionScratch(kv, rows)
 }

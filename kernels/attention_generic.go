@@ -1,50 +1,61 @@
 package kernels
 
-func attentionGeneric(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
+func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
 	group := s.Heads / s.KVHeads
-	qDim := s.Heads * d
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
-	for i := 0; i < rows; i++ {
-		lo, hi := 0, kv.Len
-		tree := false
-		if mask != nil {
-			lo = max(lo, int(mask.Lo[i]))
-			hi = min(hi, int(mask.Hi[i]))
-			tree = mask.Tree != nil
-		}
-		for h := 0; h < s.Heads; h++ {
-			qh := q[i*qDim+h*d : i*qDim+(h+1)*d]
-			out := dst[i*qDim+h*d : i*qDim+(h+1)*d]
-			off := (h / group) * d
-			n := 0
-			for j := lo; j < hi; j++ {
-				if tree && !mask.Visible(i, int32(j)) {
-					continue
-				}
-				k := kv.K[j/pt][(j%pt)*kvDim+off : (j%pt)*kvDim+off+d]
+	for it := lo; it < hi; it++ {
+		i, h := it/s.Heads, it%s.Heads
+		jlo, jhi, tree := visibleRange(kv, mask, i)
+		qh := q[it*d : (it+1)*d]
+		out := dst[it*d : (it+1)*d]
+		off := (h / group) * d
+		n := 0
+		// pg, slot walk the pages alongside j (no division per slot).
+		pg, slot := jlo/pt, jlo%pt
+		for j := jlo; j < jhi; j++ {
+			if !tree || mask.Visible(i, int32(j)) {
+				k := kv.K[pg][slot*kvDim+off : slot*kvDim+off+d]
 				scratch[n] = dotGeneric(qh, k) * s.Scale
 				n++
 			}
-			clear(out)
-			if n == 0 {
-				continue
+			if slot++; slot == pt {
+				pg, slot = pg+1, 0
 			}
-			att := scratch[:n]
-			softmaxGeneric(att)
-			n = 0
-			for j := lo; j < hi; j++ {
-				if tree && !mask.Visible(i, int32(j)) {
-					continue
-				}
+		}
+		clear(out)
+		if n == 0 {
+			continue
+		}
+		att := scratch[:n]
+		softmaxGeneric(att)
+		n = 0
+		pg, slot = jlo/pt, jlo%pt
+		for j := jlo; j < jhi; j++ {
+			if !tree || mask.Visible(i, int32(j)) {
 				a := att[n]
 				n++
-				v := kv.V[j/pt][(j%pt)*kvDim+off : (j%pt)*kvDim+off+d]
+				v := kv.V[pg][slot*kvDim+off : slot*kvDim+off+d]
 				for t, vv := range v {
 					out[t] += float32(a * vv)
 				}
 			}
+			if slot++; slot == pt {
+				pg, slot = pg+1, 0
+			}
 		}
 	}
+}
+
+// visibleRange is query row i's slot range [lo, hi) and whether its tree mask
+// must be consulted slot by slot.
+func visibleRange(kv KV, mask *Mask, i int) (lo, hi int, tree bool) {
+	lo, hi = 0, kv.Len
+	if mask != nil {
+		lo = max(lo, int(mask.Lo[i]))
+		hi = min(hi, int(mask.Hi[i]))
+		tree = mask.Tree != nil
+	}
+	return lo, hi, tree
 }

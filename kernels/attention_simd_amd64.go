@@ -9,8 +9,9 @@ import "simd/archsimd"
 // fixed lane-sum order) and the weighted sum of values, out += a·v, as FMA
 // over the head dimension (still slot by slot in ascending order, so each
 // out[t] is reduced in the same order as ref, only with fused roundings).
-// Softmax stays generic. A row's result depends only on its own q, mask row
-// and the KV, never on the other rows of the call.
+// The softmax is softmaxSIMD (a polynomial exp, see expF32x16). A (row, head)
+// item's result depends only on its own q, mask row and the KV, never on the
+// other items of the call or on which thread runs it.
 
 func init() {
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -72,48 +73,44 @@ func axpyF32SIMD(width int, y []float32, a float32, x []float32) {
 	}
 }
 
-func attentionSIMD(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
+func attentionSIMD(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
 	group := s.Heads / s.KVHeads
-	qDim := s.Heads * d
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
 	width := vecWidth(d)
-	for i := 0; i < rows; i++ {
-		lo, hi := 0, kv.Len
-		tree := false
-		if mask != nil {
-			lo = max(lo, int(mask.Lo[i]))
-			hi = min(hi, int(mask.Hi[i]))
-			tree = mask.Tree != nil
+	for it := lo; it < hi; it++ {
+		i, h := it/s.Heads, it%s.Heads
+		jlo, jhi, tree := visibleRange(kv, mask, i)
+		qh := q[it*d : (it+1)*d]
+		out := dst[it*d : (it+1)*d]
+		off := (h / group) * d
+		n := 0
+		pg, slot := jlo/pt, jlo%pt
+		for j := jlo; j < jhi; j++ {
+			if !tree || mask.Visible(i, int32(j)) {
+				scratch[n] = dotF32SIMD(width, qh, kv.K[pg][slot*kvDim+off:slot*kvDim+off+d]) * s.Scale
+				n++
+			}
+			if slot++; slot == pt {
+				pg, slot = pg+1, 0
+			}
 		}
-		for h := 0; h < s.Heads; h++ {
-			qh := q[i*qDim+h*d : i*qDim+(h+1)*d]
-			out := dst[i*qDim+h*d : i*qDim+(h+1)*d]
-			off := (h / group) * d
-			n := 0
-			for j := lo; j < hi; j++ {
-				if tree && !mask.Visible(i, int32(j)) {
-					continue
-				}
-				k := kv.K[j/pt][(j%pt)*kvDim+off : (j%pt)*kvDim+off+d]
-				scratch[n] = dotF32SIMD(width, qh, k) * s.Scale
+		clear(out)
+		if n == 0 {
+			continue
+		}
+		att := scratch[:n]
+		softmaxSIMD(att)
+		n = 0
+		pg, slot = jlo/pt, jlo%pt
+		for j := jlo; j < jhi; j++ {
+			if !tree || mask.Visible(i, int32(j)) {
+				axpyF32SIMD(width, out, att[n], kv.V[pg][slot*kvDim+off:slot*kvDim+off+d])
 				n++
 			}
-			clear(out)
-			if n == 0 {
-				continue
-			}
-			att := scratch[:n]
-			softmaxGeneric(att)
-			n = 0
-			for j := lo; j < hi; j++ {
-				if tree && !mask.Visible(i, int32(j)) {
-					continue
-				}
-				a := att[n]
-				n++
-				axpyF32SIMD(width, out, a, kv.V[j/pt][(j%pt)*kvDim+off:(j%pt)*kvDim+off+d])
+			if slot++; slot == pt {
+				pg, slot = pg+1, 0
 			}
 		}
 	}

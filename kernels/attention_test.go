@@ -329,3 +329,101 @@ func TestAttentionNoAlloc(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionPoolThreads: AttentionPool gives, bit for bit, what Attention
+// gives on one thread, for any thread count and any split of the rows×heads
+// items (the split threshold is lifted so tiny calls split too), with every
+// mask kind, special values and a closed pool.
+func TestAttentionPoolThreads(t *testing.T) {
+	defer kernels.SplitAllAttention()()
+	shapes := []attnCase{{1, 1, 4}, {4, 2, 8}, {6, 3, 17}, {8, 1, 64}}
+	for _, th := range []int{1, 2, 3, 5} {
+		p := kernels.NewPool(th)
+		defer p.Close()
+		for _, sh := range shapes {
+			for _, k := range []kind{normal, special} {
+				t.Run(fmt.Sprintf("threads=%d/h%d_kv%d_d%d/%v", th, sh.heads, sh.kvHeads, sh.headDim, k), func(t *testing.T) {
+					r := newRand(t)
+					s := kernels.AttnShape{Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.headDim, Scale: 0.3}
+					width := sh.kvHeads * sh.headDim
+					for _, n := range []int{0, 1, 9, 40} {
+						kv := pagedKV(vec(r, n*width, k), vec(r, n*width, normal), n, width, 7)
+						for _, rows := range []int{1, 3} {
+							for name, m := range maskKinds(r, rows, n) {
+								q := vec(r, rows*sh.heads*sh.headDim, k)
+								want := make([]float32, len(q))
+								kernels.Attention(want, q, rows, kv, m, s, make([]float32, kernels.AttentionScratch(kv, rows)))
+								need := kernels.AttentionPoolScratch(p, kv, rows)
+								if need != th*n {
+									t.Fatalf("AttentionPoolScratch = %d, want %d threads × %d slots", need, th, n)
+								}
+								sbuf, scratch := guarded(need, 1)
+								got := make([]float32, len(q))
+								kernels.AttentionPool(p, got, q, rows, kv, m, s, scratch)
+								checkGuard(t, sbuf, 1, need)
+								requireSame(t, fmt.Sprintf("n=%d rows=%d mask=%s", n, rows, name), want, got)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+	t.Run("closed pool", func(t *testing.T) {
+		r := newRand(t)
+		p := kernels.NewPool(3)
+		p.Close()
+		s := kernels.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 8, Scale: 0.3}
+		kv := pagedKV(vec(r, 30*16, normal), vec(r, 30*16, normal), 30, 16, 8)
+		q := vec(r, 2*32, normal)
+		want, got := make([]float32, len(q)), make([]float32, len(q))
+		kernels.Attention(want, q, 2, kv, nil, s, make([]float32, 30))
+		kernels.AttentionPool(p, got, q, 2, kv, nil, s, make([]float32, kernels.AttentionPoolScratch(p, kv, 2)))
+		requireSame(t, "closed pool", want, got)
+	})
+}
+
+// TestAttentionPoolDefaultSplit: at a real decode shape (above the split
+// threshold) two threads give the one-thread result bit for bit.
+func TestAttentionPoolDefaultSplit(t *testing.T) {
+	r := newRand(t)
+	s := kernels.AttnShape{Heads: 12, KVHeads: 12, HeadDim: 64, Scale: 0.125}
+	const n = 300
+	width := s.KVHeads * s.HeadDim
+	kv := pagedKV(vec(r, n*width, normal), vec(r, n*width, normal), n, width, 64)
+	q := vec(r, s.Heads*s.HeadDim, normal)
+	want, got := make([]float32, len(q)), make([]float32, len(q))
+	kernels.Attention(want, q, 1, kv, nil, s, make([]float32, n))
+	p := kernels.NewPool(2)
+	defer p.Close()
+	kernels.AttentionPool(p, got, q, 1, kv, nil, s, make([]float32, kernels.AttentionPoolScratch(p, kv, 1)))
+	requireSame(t, "2 threads vs 1", want, got)
+}
+
+func TestAttentionPoolPanics(t *testing.T) {
+	p := kernels.NewPool(2)
+	defer p.Close()
+	kv := pagedKV(make([]float32, 8), make([]float32, 8), 4, 2, 2)
+	s := kernels.AttnShape{Heads: 1, KVHeads: 1, HeadDim: 2, Scale: 1}
+	// One thread's worth of scratch is not enough for a 2-thread pool.
+	mustPanic(t, "kernels: Attention:", func() {
+		kernels.AttentionPool(p, make([]float32, 2), make([]float32, 2), 1, kv, nil, s, make([]float32, 4))
+	})
+}
+
+func TestAttentionPoolNoAlloc(t *testing.T) {
+	defer kernels.SplitAllAttention()()
+	r := newRand(t)
+	p := kernels.NewPool(2)
+	defer p.Close()
+	s := kernels.AttnShape{Heads: 8, KVHeads: 4, HeadDim: 8, Scale: 0.35}
+	const n, rows = 40, 4
+	kv := pagedKV(vec(r, n*32, normal), vec(r, n*32, normal), n, 32, 16)
+	q, dst := vec(r, rows*64, normal), make([]float32, rows*64)
+	scratch := make([]float32, kernels.AttentionPoolScratch(p, kv, rows))
+	for name, m := range maskKinds(r, rows, n) {
+		if a := testing.AllocsPerRun(20, func() { kernels.AttentionPool(p, dst, q, rows, kv, m, s, scratch) }); a != 0 {
+			t.Errorf("mask %s: AttentionPool allocates %v times per call", name, a)
+		}
+	}
+}

@@ -11,3 +11,11 @@ func UseAVX2() (restore func()) {
 		matF32Impl, matF16Impl, matBF16Impl, matQ8_0ActImpl, matQ4_0ActImpl, implName = f32, f16, bf16, q8, q4, name
 	}
 }
+
+// SetRowBlockBytes sets the weight bytes a batched kernel keeps hot per input
+// tile (small values force many row blocks) and returns a func restoring it.
+func SetRowBlockBytes(v int) (restore func()) {
+	old := rowBlockBytes
+	rowBlockBytes = v
+	return func() { rowBlockBytes = old }
+}

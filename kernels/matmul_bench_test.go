@@ -39,6 +39,29 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulPrefill is one 512-token prompt chunk through a 110M model's
+// matrix shapes (768×768 attention, 2048×768 FFN up, 768×2048 FFN down),
+// single-threaded: 512 inputs' activations no longer fit in L2 with the
+// weight, so this is where loop order and cache blocking show. Bytes are the
+// weight bytes.
+func BenchmarkMatMulPrefill(b *testing.B) {
+	const n = 512
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0, tensor.F16, tensor.F32} {
+		for _, sh := range [][2]int{{768, 768}, {2048, 768}, {768, 2048}} {
+			rows, cols := sh[0], sh[1]
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", dt, rows, cols, n), func(b *testing.B) {
+				r := newRand(b)
+				w := makeWeight(r, dt, rows, cols, 0, encoded)
+				x, dst := vec(r, n*cols, normal), make([]float32, n*rows)
+				b.SetBytes(int64(len(w.Data)))
+				for b.Loop() {
+					kernels.MatMul(nil, dst, w, x, n)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkMatVecThreads is the decode product at a 110M model's FFN shape
 // (768×2048) and TinyLlama's (2048×5632) on 1 and 2 threads (rows split
 // across the Pool): whether a second core pays for its wake-up.

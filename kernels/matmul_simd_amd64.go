@@ -18,6 +18,9 @@ import (
 //     is loaded zero-padded; then the lanes are summed by halving (fixed tree).
 //     Passes over 4 weight rows interleave four such independent chains, which
 //     is where the speed comes from; the single-row tail runs the same chain.
+//     F32 with n ≥ 4 goes by tiles of 2 rows × 4 inputs (eight chains, each
+//     weight vector loaded once for four inputs), inputs n%4 by the 4-row
+//     pass, over blocks of rows that stay in L2 (rowBlock).
 //   - Q8_0/Q4_0: activations quantized once per call (actQ8), exact integer
 //     block dots scaled into float32 lanes: matq_simd_amd64.go.
 //
@@ -115,22 +118,78 @@ func matF32AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi in
 		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	r := lo
-	for ; r+group <= hi; r += group {
-		w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
-		w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
-		for i := 0; i < n; i++ {
-			s0, s1, s2, s3 := dot4F32x16(w0, w1, w2, w3, x[i*cols:(i+1)*cols])
-			o := dst[i*rows+r : i*rows+r+group]
-			o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+	step := max(group, rowBlock(4*cols)&^(group-1))
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(r0+step, hi)
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			xs := x[i*cols : (i+4)*cols]
+			for r := r0; r < r1; r += 2 {
+				w0 := wf[r*cols : (r+1)*cols]
+				w1 := w0 // a lone last row: the same chain twice
+				if r+1 < r1 {
+					w1 = wf[(r+1)*cols : (r+2)*cols]
+				}
+				s := dot2x4F32x16(w0, w1, xs)
+				for k := range 4 {
+					dst[(i+k)*rows+r] = s[k]
+					if r+1 < r1 {
+						dst[(i+k)*rows+r+1] = s[4+k]
+					}
+				}
+			}
+		}
+		for ; i < n; i++ {
+			xi := x[i*cols : (i+1)*cols]
+			r := r0
+			for ; r+group <= r1; r += group {
+				w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
+				w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
+				s0, s1, s2, s3 := dot4F32x16(w0, w1, w2, w3, xi)
+				o := dst[i*rows+r : i*rows+r+group]
+				o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+			}
+			for ; r < r1; r++ {
+				dst[i*rows+r] = dotF32x16(wf[r*cols:(r+1)*cols], xi)
+			}
 		}
 	}
-	for ; r < hi; r++ {
-		wr := wf[r*cols : (r+1)*cols]
-		for i := 0; i < n; i++ {
-			dst[i*rows+r] = dotF32x16(wr, x[i*cols:(i+1)*cols])
-		}
+}
+
+// dot2x4F32x16 is dotF32x16 of rows w0, w1 with the four inputs packed in xs
+// (4·len(w0) values): eight chains, each the same as dotF32x16's, each weight
+// vector loaded once for four inputs. Returns w0·x0..w0·x3, w1·x0..w1·x3.
+func dot2x4F32x16(w0, w1, xs []float32) [8]float32 {
+	m := len(w0)
+	w1 = w1[:m]
+	x0, x1, x2, x3 := xs[:m], xs[m:2*m], xs[2*m:3*m], xs[3*m:4*m]
+	a0 := archsimd.BroadcastFloat32x16(0)
+	a1, a2, a3, c0, c1, c2, c3 := a0, a0, a0, a0, a0, a0, a0
+	j := 0
+	for ; j+16 <= m; j += 16 {
+		f0 := archsimd.LoadFloat32x16Slice(w0[j : j+16])
+		f1 := archsimd.LoadFloat32x16Slice(w1[j : j+16])
+		xv := archsimd.LoadFloat32x16Slice(x0[j : j+16])
+		a0, c0 = f0.MulAdd(xv, a0), f1.MulAdd(xv, c0)
+		xv = archsimd.LoadFloat32x16Slice(x1[j : j+16])
+		a1, c1 = f0.MulAdd(xv, a1), f1.MulAdd(xv, c1)
+		xv = archsimd.LoadFloat32x16Slice(x2[j : j+16])
+		a2, c2 = f0.MulAdd(xv, a2), f1.MulAdd(xv, c2)
+		xv = archsimd.LoadFloat32x16Slice(x3[j : j+16])
+		a3, c3 = f0.MulAdd(xv, a3), f1.MulAdd(xv, c3)
 	}
+	if j < m {
+		f0, f1 := loadPart16(w0[j:]), loadPart16(w1[j:])
+		xv := loadPart16(x0[j:])
+		a0, c0 = f0.MulAdd(xv, a0), f1.MulAdd(xv, c0)
+		xv = loadPart16(x1[j:])
+		a1, c1 = f0.MulAdd(xv, a1), f1.MulAdd(xv, c1)
+		xv = loadPart16(x2[j:])
+		a2, c2 = f0.MulAdd(xv, a2), f1.MulAdd(xv, c2)
+		xv = loadPart16(x3[j:])
+		a3, c3 = f0.MulAdd(xv, a3), f1.MulAdd(xv, c3)
+	}
+	return [8]float32{hsum16(a0), hsum16(a1), hsum16(a2), hsum16(a3), hsum16(c0), hsum16(c1), hsum16(c2), hsum16(c3)}
 }
 
 func dotF32x16(a, b []float32) float32 {
@@ -172,26 +231,82 @@ func dot4F32x16(w0, w1, w2, w3, x []float32) (s0, s1, s2, s3 float32) {
 
 func matF32AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
 	wf, ok := f32View(w)
-	if !ok {
+	if !ok { // unaligned or empty: never the case for mmap'd GGUF data
 		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	r := lo
-	for ; r+group <= hi; r += group {
-		w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
-		w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
-		for i := 0; i < n; i++ {
-			s0, s1, s2, s3 := dot4F32x8(w0, w1, w2, w3, x[i*cols:(i+1)*cols])
-			o := dst[i*rows+r : i*rows+r+group]
-			o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+	step := max(group, rowBlock(4*cols)&^(group-1))
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(r0+step, hi)
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			xs := x[i*cols : (i+4)*cols]
+			for r := r0; r < r1; r += 2 {
+				w0 := wf[r*cols : (r+1)*cols]
+				w1 := w0 // a lone last row: the same chain twice
+				if r+1 < r1 {
+					w1 = wf[(r+1)*cols : (r+2)*cols]
+				}
+				s := dot2x4F32x8(w0, w1, xs)
+				for k := range 4 {
+					dst[(i+k)*rows+r] = s[k]
+					if r+1 < r1 {
+						dst[(i+k)*rows+r+1] = s[4+k]
+					}
+				}
+			}
+		}
+		for ; i < n; i++ {
+			xi := x[i*cols : (i+1)*cols]
+			r := r0
+			for ; r+group <= r1; r += group {
+				w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
+				w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
+				s0, s1, s2, s3 := dot4F32x8(w0, w1, w2, w3, xi)
+				o := dst[i*rows+r : i*rows+r+group]
+				o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+			}
+			for ; r < r1; r++ {
+				dst[i*rows+r] = dotF32x8(wf[r*cols:(r+1)*cols], xi)
+			}
 		}
 	}
-	for ; r < hi; r++ {
-		wr := wf[r*cols : (r+1)*cols]
-		for i := 0; i < n; i++ {
-			dst[i*rows+r] = dotF32x8(wr, x[i*cols:(i+1)*cols])
-		}
+}
+
+// dot2x4F32x8 is dotF32x8 of rows w0, w1 with the four inputs packed in xs
+// (4·len(w0) values): eight chains, each the same as dotF32x8's, each weight
+// vector loaded once for four inputs. Returns w0·x0..w0·x3, w1·x0..w1·x3.
+func dot2x4F32x8(w0, w1, xs []float32) [8]float32 {
+	m := len(w0)
+	w1 = w1[:m]
+	x0, x1, x2, x3 := xs[:m], xs[m:2*m], xs[2*m:3*m], xs[3*m:4*m]
+	a0 := archsimd.BroadcastFloat32x8(0)
+	a1, a2, a3, c0, c1, c2, c3 := a0, a0, a0, a0, a0, a0, a0
+	j := 0
+	for ; j+8 <= m; j += 8 {
+		f0 := archsimd.LoadFloat32x8Slice(w0[j : j+8])
+		f1 := archsimd.LoadFloat32x8Slice(w1[j : j+8])
+		xv := archsimd.LoadFloat32x8Slice(x0[j : j+8])
+		a0, c0 = f0.MulAdd(xv, a0), f1.MulAdd(xv, c0)
+		xv = archsimd.LoadFloat32x8Slice(x1[j : j+8])
+		a1, c1 = f0.MulAdd(xv, a1), f1.MulAdd(xv, c1)
+		xv = archsimd.LoadFloat32x8Slice(x2[j : j+8])
+		a2, c2 = f0.MulAdd(xv, a2), f1.MulAdd(xv, c2)
+		xv = archsimd.LoadFloat32x8Slice(x3[j : j+8])
+		a3, c3 = f0.MulAdd(xv, a3), f1.MulAdd(xv, c3)
 	}
+	if j < m {
+		f0, f1 := loadPart8(w0[j:]), loadPart8(w1[j:])
+		xv := loadPart8(x0[j:])
+		a0, c0 = f0.MulAdd(xv, a0), f1.MulAdd(xv, c0)
+		xv = loadPart8(x1[j:])
+		a1, c1 = f0.MulAdd(xv, a1), f1.MulAdd(xv, c1)
+		xv = loadPart8(x2[j:])
+		a2, c2 = f0.MulAdd(xv, a2), f1.MulAdd(xv, c2)
+		xv = loadPart8(x3[j:])
+		a3, c3 = f0.MulAdd(xv, a3), f1.MulAdd(xv, c3)
+	}
+	return [8]float32{hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3), hsum8(c0), hsum8(c1), hsum8(c2), hsum8(c3)}
 }
 
 func dotF32x8(a, b []float32) float32 {
@@ -297,24 +412,41 @@ func matHalfAVX512(k halfKind, dst []float32, w []byte, x []float32, n, rows, co
 		}
 		return
 	}
-	r := lo
-	for ; r+2 <= hi; r += 2 {
-		w0, w1 := wh[r*cols:(r+1)*cols], wh[(r+1)*cols:(r+2)*cols]
+	// Blocks of rows stay in L2 while every pair of inputs passes (rowBlock);
+	// within a block, 2×2 tiles; a lone row passes itself twice (same chain).
+	step := max(2, rowBlock(2*cols)&^1)
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(r0+step, hi)
 		i := 0
 		for ; i+2 <= n; i += 2 {
-			s := dot2x2HalfX16(k, w0, w1, x[i*cols:(i+1)*cols], x[(i+1)*cols:(i+2)*cols])
-			dst[i*rows+r], dst[i*rows+r+1] = s[0], s[1]
-			dst[(i+1)*rows+r], dst[(i+1)*rows+r+1] = s[2], s[3]
+			x0, x1 := x[i*cols:(i+1)*cols], x[(i+1)*cols:(i+2)*cols]
+			for r := r0; r < r1; r += 2 {
+				w0 := wh[r*cols : (r+1)*cols]
+				w1 := w0
+				if r+1 < r1 {
+					w1 = wh[(r+1)*cols : (r+2)*cols]
+				}
+				s := dot2x2HalfX16(k, w0, w1, x0, x1)
+				dst[i*rows+r], dst[(i+1)*rows+r] = s[0], s[2]
+				if r+1 < r1 {
+					dst[i*rows+r+1], dst[(i+1)*rows+r+1] = s[1], s[3]
+				}
+			}
 		}
 		if i < n {
-			s0, s1 := dot2HalfX16(k, w0, w1, x[i*cols:(i+1)*cols])
-			dst[i*rows+r], dst[i*rows+r+1] = s0, s1
-		}
-	}
-	for ; r < hi; r++ {
-		wr := wh[r*cols : (r+1)*cols]
-		for i := 0; i < n; i++ {
-			dst[i*rows+r], _ = dot2HalfX16(k, wr, wr, x[i*cols:(i+1)*cols])
+			xi := x[i*cols : (i+1)*cols]
+			for r := r0; r < r1; r += 2 {
+				w0 := wh[r*cols : (r+1)*cols]
+				w1 := w0
+				if r+1 < r1 {
+					w1 = wh[(r+1)*cols : (r+2)*cols]
+				}
+				s0, s1 := dot2HalfX16(k, w0, w1, xi)
+				dst[i*rows+r] = s0
+				if r+1 < r1 {
+					dst[i*rows+r+1] = s1
+				}
+			}
 		}
 	}
 }

@@ -53,13 +53,27 @@ func TestSIMDKernelSets(t *testing.T) {
 							}
 							what := fmt.Sprintf("%d×%d", rows, cols)
 							requireMatClose(t, what, w, x, n, want, single)
-							for k, p := range pools {
-								for _, m := range []int{1, 2, 5, n} {
-									buf, dst := guarded(m*rows, 2)
-									kernels.MatMul(p, dst, w, x, m)
-									checkGuard(t, buf, 2, m*rows)
-									requireSame(t, fmt.Sprintf("%s n=%d pool=%d", what, m, k), single[:m*rows], dst)
+							// Row blocks of the default size and of a few rows
+							// (crossing block edges), every input tile size and
+							// remainder single-threaded, a few across pools.
+							for _, blk := range []int{0, 3 * cols} {
+								restore := func() {}
+								if blk > 0 {
+									restore = kernels.SetRowBlockBytes(blk)
 								}
+								for k, p := range pools {
+									ms := []int{1, 2, 5, n}
+									if p == nil {
+										ms = []int{1, 2, 3, 4, 5, 6, 7, 8, n}
+									}
+									for _, m := range ms {
+										buf, dst := guarded(m*rows, 2)
+										kernels.MatMul(p, dst, w, x, m)
+										checkGuard(t, buf, 2, m*rows)
+										requireSame(t, fmt.Sprintf("%s n=%d pool=%d block=%d", what, m, k, blk), single[:m*rows], dst)
+									}
+								}
+								restore()
 							}
 						}
 					}

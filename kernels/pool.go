@@ -89,7 +89,10 @@ func (p *Pool) helper(chunk int) {
 
 // await returns h.gen once it differs from seen: polling for spinFor, then
 // parked on h.wake. The caller bumps gen before it checks asleep, and the
-// helper sets asleep before it rechecks gen, so one of them sees the other.
+// helper sets asleep before it rechecks gen, so at least one sees the other
+// (Go's atomics are sequentially consistent). A wake-up may be stale (a token
+// sent for a call the helper had already seen by polling): the helper then
+// rechecks gen and parks again, so it never runs a chunk twice.
 func (h *poolHelper) await(seen uint64) uint64 {
 	start := time.Now()
 	for i := 1; ; i++ {
@@ -103,20 +106,29 @@ func (h *poolHelper) await(seen uint64) uint64 {
 			runtime.Gosched()
 		}
 	}
-	h.asleep.Store(1)
-	if g := h.gen.Load(); g != seen && h.asleep.CompareAndSwap(1, 0) {
-		return g
+	for {
+		h.asleep.Store(1)
+		if g := h.gen.Load(); g != seen {
+			h.asleep.Store(0)
+			return g
+		}
+		<-h.wake
+		h.asleep.Store(0)
+		if g := h.gen.Load(); g != seen {
+			return g
+		}
 	}
-	<-h.wake // the caller cleared asleep and is sending (or has sent)
-	return h.gen.Load()
 }
 
 // signal publishes a new call (or the stop) to helper k.
 func (p *Pool) signal(k int) {
 	h := &p.helpers[k]
 	h.gen.Add(1)
-	if h.asleep.CompareAndSwap(1, 0) {
-		h.wake <- struct{}{}
+	if h.asleep.Load() == 1 {
+		select { // a token already waiting wakes the helper just as well
+		case h.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -122,8 +122,8 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	for _, run := range st.KV.Runs() {
 		kv := layer.View(run.Seq)
 		lo, hi := run.Start, run.Start+run.Rows
-		scores := st.Scratch(sScores, kernels.AttentionScratch(kv, run.Rows))
-		kernels.Attention(att[lo*qd:hi*qd], q[lo*qd:hi*qd], run.Rows, kv, run.Mask, m.attnShape(), scores)
+		scores := st.Scratch(sScores, kernels.AttentionPoolScratch(m.pool, kv, run.Rows))
+		kernels.AttentionPool(m.pool, att[lo*qd:hi*qd], q[lo*qd:hi*qd], run.Rows, kv, run.Mask, m.attnShape(), scores)
 	}
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
