@@ -60,7 +60,7 @@ func unmapBytes(p string) string {
 // Decode(Encode(s, o)) == s for every byte string s when o.ParseSpecial is
 // false and s contains no user-defined token.
 type BPE struct {
-	v       *vocab
+	*vocab
 	ranks   map[string]int32 // "a b" → position in the merges list
 	pre     preTokenizer
 	scratch sync.Pool // *bpeScratch
@@ -115,7 +115,7 @@ func NewBPE(o BPEOptions) (*BPE, error) {
 	}
 	v := newVocab(o.Pieces, types, o.BOS, o.EOS, o.Unk, unmapBytes)
 	v.addBOS, v.addEOS = o.AddBOS, o.AddEOS
-	return &BPE{v: v, ranks: ranks, pre: pre}, nil
+	return &BPE{vocab: v, ranks: ranks, pre: pre}, nil
 }
 
 // PreTokenizers lists the tokenizer.ggml.pre values NewBPE and FromGGUF
@@ -129,36 +129,12 @@ func PreTokenizers() []string {
 // Kind reports KindBPE.
 func (t *BPE) Kind() Kind { return KindBPE }
 
-// VocabSize is the number of pieces.
-func (t *BPE) VocabSize() int { return len(t.v.pieces) }
-
-// BOS is the beginning-of-sequence id, or -1.
-func (t *BPE) BOS() int32 { return t.v.bos }
-
-// EOS is the end-of-sequence id, or -1.
-func (t *BPE) EOS() int32 { return t.v.eos }
-
-// Unk is the unknown-token id, or -1.
-func (t *BPE) Unk() int32 { return t.v.unk }
-
-// AddBOS reports whether the vocabulary asks for a BOS before every prompt.
-func (t *BPE) AddBOS() bool { return t.v.addBOS }
-
-// AddEOS reports whether the vocabulary asks for an EOS after every prompt.
-func (t *BPE) AddEOS() bool { return t.v.addEOS }
-
-// Token returns the raw (byte-level spelled) vocabulary entry of id.
-func (t *BPE) Token(id int32) string { return t.v.token(id) }
-
-// Type returns the token type of id.
-func (t *BPE) Type(id int32) TokenType { return t.v.tokenType(id) }
-
 // Decode implements Tokenizer. Byte-level BPE has no dummy prefix to remove.
-func (t *BPE) Decode(ids []int32) string { return t.v.decode(ids, false) }
+func (t *BPE) Decode(ids []int32) string { return t.vocab.decode(ids, false) }
 
 // Piece implements Tokenizer. Byte-level BPE has no dummy prefix, so a piece
 // after BOS keeps its leading space.
-func (t *BPE) Piece(prev, id int32) string { return t.v.piece(prev, id, false) }
+func (t *BPE) Piece(prev, id int32) string { return t.vocab.piece(prev, id, false) }
 
 type bpeScratch struct {
 	buf   []byte // the pre-token spelled in byte-level runes
@@ -170,14 +146,14 @@ type bpeScratch struct {
 // Encode implements Tokenizer.
 func (t *BPE) Encode(text string, o EncodeOptions) []int32 {
 	out := make([]int32, 0, len(text)/3+2)
-	if o.BOS && t.v.bos >= 0 {
-		out = append(out, t.v.bos)
+	if o.BOS && t.vocab.bos >= 0 {
+		out = append(out, t.vocab.bos)
 	}
 	s, _ := t.scratch.Get().(*bpeScratch)
 	if s == nil {
 		s = new(bpeScratch)
 	}
-	for _, f := range t.v.partition(text, o.ParseSpecial) {
+	for _, f := range t.vocab.partition(text, o.ParseSpecial) {
 		if f.id >= 0 {
 			out = append(out, f.id)
 			continue
@@ -185,8 +161,8 @@ func (t *BPE) Encode(text string, o EncodeOptions) []int32 {
 		t.pre.split(f.text, func(word string) { out = t.encodeWord(s, word, out) })
 	}
 	t.scratch.Put(s)
-	if o.EOS && t.v.eos >= 0 {
-		out = append(out, t.v.eos)
+	if o.EOS && t.vocab.eos >= 0 {
+		out = append(out, t.vocab.eos)
 	}
 	return out
 }
@@ -204,7 +180,7 @@ func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 		return out
 	}
 	if t.pre.ignoreMerges {
-		if id, ok := t.v.lookup[string(buf)]; ok {
+		if id, ok := t.vocab.lookup[string(buf)]; ok {
 			s.buf, s.syms = buf, syms
 			return append(out, id)
 		}
@@ -249,16 +225,16 @@ func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 	}
 	for i := int32(0); i >= 0; i = syms[i].next {
 		piece := buf[syms[i].start : syms[i].start+syms[i].n]
-		if id, ok := t.v.lookup[string(piece)]; ok {
+		if id, ok := t.vocab.lookup[string(piece)]; ok {
 			out = append(out, id)
 			continue
 		}
 		for j := 0; j < len(piece); {
 			_, w := utf8.DecodeRune(piece[j:])
-			if id, ok := t.v.lookup[string(piece[j:j+w])]; ok {
+			if id, ok := t.vocab.lookup[string(piece[j:j+w])]; ok {
 				out = append(out, id)
-			} else if t.v.unk >= 0 {
-				out = append(out, t.v.unk)
+			} else if t.vocab.unk >= 0 {
+				out = append(out, t.vocab.unk)
 			}
 			j += w
 		}

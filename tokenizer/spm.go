@@ -39,7 +39,7 @@ const spaceMarker = "\u2581"
 // byte string s when o.ParseSpecial is false. (GGUF vocabularies cannot return
 // a literal "▁" in s: Encode turns it into a space marker like ' '.)
 type SPM struct {
-	v              *vocab
+	*vocab
 	scores         []float32
 	space          string // what ' ' becomes before merging: "▁", or " " for llama2.c
 	addSpacePrefix bool
@@ -89,7 +89,7 @@ func NewSPM(o SPMOptions) (*SPM, error) {
 	}
 	v := newVocab(o.Pieces, types, o.BOS, o.EOS, o.Unk, unescape)
 	v.addBOS, v.addEOS = o.AddBOS, o.AddEOS
-	return &SPM{v: v, scores: o.Scores, space: space, addSpacePrefix: !o.NoSpacePrefix}, nil
+	return &SPM{vocab: v, scores: o.Scores, space: space, addSpacePrefix: !o.NoSpacePrefix}, nil
 }
 
 // inferTypes types a vocabulary that carries none: bos/eos are control, unk
@@ -116,43 +116,19 @@ func inferTypes(pieces []string, bos, eos, unk int32, bytePieces bool) []TokenTy
 // Kind reports KindSPM.
 func (t *SPM) Kind() Kind { return KindSPM }
 
-// VocabSize is the number of pieces.
-func (t *SPM) VocabSize() int { return len(t.v.pieces) }
-
-// BOS is the beginning-of-sequence id, or -1.
-func (t *SPM) BOS() int32 { return t.v.bos }
-
-// EOS is the end-of-sequence id, or -1.
-func (t *SPM) EOS() int32 { return t.v.eos }
-
-// Unk is the unknown-token id, or -1.
-func (t *SPM) Unk() int32 { return t.v.unk }
-
-// AddBOS reports whether the vocabulary asks for a BOS before every prompt.
-func (t *SPM) AddBOS() bool { return t.v.addBOS }
-
-// AddEOS reports whether the vocabulary asks for an EOS after every prompt.
-func (t *SPM) AddEOS() bool { return t.v.addEOS }
-
-// Token returns the raw vocabulary entry of id.
-func (t *SPM) Token(id int32) string { return t.v.token(id) }
-
-// Type returns the token type of id.
-func (t *SPM) Type(id int32) TokenType { return t.v.tokenType(id) }
-
 // Score returns the merge score of id (0 when out of range).
 func (t *SPM) Score(id int32) float32 {
-	if !t.v.valid(id) {
+	if !t.vocab.valid(id) {
 		return 0
 	}
 	return t.scores[id]
 }
 
 // Decode implements Tokenizer.
-func (t *SPM) Decode(ids []int32) string { return t.v.decode(ids, t.addSpacePrefix) }
+func (t *SPM) Decode(ids []int32) string { return t.vocab.decode(ids, t.addSpacePrefix) }
 
 // Piece implements Tokenizer.
-func (t *SPM) Piece(prev, id int32) string { return t.v.piece(prev, id, t.addSpacePrefix) }
+func (t *SPM) Piece(prev, id int32) string { return t.vocab.piece(prev, id, t.addSpacePrefix) }
 
 // spmSym is one symbol of the text being merged: bytes [start, start+n) of
 // the escaped text, linked to its neighbours; n == 0 once merged away.
@@ -197,15 +173,15 @@ type spmScratch struct {
 // Encode implements Tokenizer.
 func (t *SPM) Encode(text string, o EncodeOptions) []int32 {
 	out := make([]int32, 0, len(text)/3+2)
-	if o.BOS && t.v.bos >= 0 {
-		out = append(out, t.v.bos)
+	if o.BOS && t.vocab.bos >= 0 {
+		out = append(out, t.vocab.bos)
 	}
 	s, _ := t.scratch.Get().(*spmScratch)
 	if s == nil {
 		s = new(spmScratch)
 	}
 	prevSpecial := true
-	for _, f := range t.v.partition(text, o.ParseSpecial) {
+	for _, f := range t.vocab.partition(text, o.ParseSpecial) {
 		if f.id >= 0 {
 			out = append(out, f.id)
 			prevSpecial = true
@@ -233,8 +209,8 @@ func (t *SPM) Encode(text string, o EncodeOptions) []int32 {
 		prevSpecial = false
 	}
 	t.scratch.Put(s)
-	if o.EOS && t.v.eos >= 0 {
-		out = append(out, t.v.eos)
+	if o.EOS && t.vocab.eos >= 0 {
+		out = append(out, t.vocab.eos)
 	}
 	return out
 }
@@ -261,7 +237,7 @@ func (t *SPM) encodeRun(s *spmScratch, out []int32) []int32 {
 			return
 		}
 		l, r := syms[left], syms[right]
-		id, ok := t.v.lookup[string(buf[l.start:r.start+r.n])]
+		id, ok := t.vocab.lookup[string(buf[l.start:r.start+r.n])]
 		if !ok {
 			return
 		}
@@ -289,12 +265,12 @@ func (t *SPM) encodeRun(s *spmScratch, out []int32) []int32 {
 	}
 	for i := int32(0); i >= 0; i = syms[i].next {
 		piece := buf[syms[i].start : syms[i].start+syms[i].n]
-		if id, ok := t.v.lookup[string(piece)]; ok {
+		if id, ok := t.vocab.lookup[string(piece)]; ok {
 			out = append(out, id)
 			continue
 		}
 		for _, b := range piece {
-			out = t.v.appendByte(out, b)
+			out = t.vocab.appendByte(out, b)
 		}
 	}
 	s.syms, s.queue = syms, q

@@ -254,3 +254,29 @@ func (v *vocab) tokenType(id int32) TokenType {
 	}
 	return v.types[id]
 }
+
+// The accessors SPM and BPE share, promoted through their embedded *vocab.
+
+// VocabSize is the number of pieces.
+func (v *vocab) VocabSize() int { return len(v.pieces) }
+
+// BOS is the beginning-of-sequence id, or -1.
+func (v *vocab) BOS() int32 { return v.bos }
+
+// EOS is the end-of-sequence id, or -1.
+func (v *vocab) EOS() int32 { return v.eos }
+
+// Unk is the unknown-token id, or -1.
+func (v *vocab) Unk() int32 { return v.unk }
+
+// AddBOS reports whether the vocabulary asks for a BOS before every prompt.
+func (v *vocab) AddBOS() bool { return v.addBOS }
+
+// AddEOS reports whether the vocabulary asks for an EOS after every prompt.
+func (v *vocab) AddEOS() bool { return v.addEOS }
+
+// Token returns the raw vocabulary entry of id (byte-level spelled for BPE).
+func (v *vocab) Token(id int32) string { return v.token(id) }
+
+// Type returns the token type of id.
+func (v *vocab) Type(id int32) TokenType { return v.tokenType(id) }
