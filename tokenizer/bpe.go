@@ -203,26 +203,7 @@ func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 		// Lowest rank first, then leftmost.
 		q = pushPair(q, mergePair{key: uint64(rank)<<32 | uint64(left), right: right, size: l.n + r.n})
 	}
-	for i := int32(1); i < int32(len(syms)); i++ {
-		try(i-1, i)
-	}
-	for len(q) > 0 {
-		var p mergePair
-		p, q = popPair(q)
-		left := p.left()
-		l, r := &syms[left], &syms[p.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != p.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = left
-		}
-		try(l.prev, left)
-		try(left, l.next)
-	}
+	mergeAll(syms, &q, try)
 	for i := int32(0); i >= 0; i = syms[i].next {
 		piece := buf[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.vocab.lookup[string(piece)]; ok {

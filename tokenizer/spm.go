@@ -243,26 +243,7 @@ func (t *SPM) encodeRun(s *spmScratch, out []int32) []int32 {
 		}
 		q = pushPair(q, mergePair{key: spmKey(t.scores[id], left), right: right, size: l.n + r.n})
 	}
-	for i := int32(1); i < int32(len(syms)); i++ {
-		try(i-1, i)
-	}
-	for len(q) > 0 {
-		var p mergePair
-		p, q = popPair(q)
-		left := p.left()
-		l, r := &syms[left], &syms[p.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != p.size {
-			continue // stale: one side was merged into something else
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = left
-		}
-		try(l.prev, left)
-		try(left, l.next)
-	}
+	mergeAll(syms, &q, try)
 	for i := int32(0); i >= 0; i = syms[i].next {
 		piece := buf[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.vocab.lookup[string(piece)]; ok {
@@ -290,6 +271,34 @@ func pushPair(q []mergePair, p mergePair) []mergePair {
 		i = parent
 	}
 	return q
+}
+
+// mergeAll offers every adjacent pair of the linked symbols to try, which
+// queues those that may merge, then applies the queued merges best first;
+// each merge offers the merged symbol's new neighbour pairs. An entry whose
+// sides changed since it was queued is stale and skipped. SPM (by score) and
+// BPE (by rank) differ only in their try.
+func mergeAll(syms []spmSym, q *[]mergePair, try func(left, right int32)) {
+	for i := int32(1); i < int32(len(syms)); i++ {
+		try(i-1, i)
+	}
+	for len(*q) > 0 {
+		var p mergePair
+		p, *q = popPair(*q)
+		left := p.left()
+		l, r := &syms[left], &syms[p.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != p.size {
+			continue // stale: one side was merged into something else
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = left
+		}
+		try(l.prev, left)
+		try(left, l.next)
+	}
 }
 
 func popPair(q []mergePair) (mergePair, []mergePair) {
