@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Loop is a feedback cycle with a bounded number of items inside it: the decode loop,
@@ -70,18 +71,7 @@ func (l *Loop[T]) MaxInFlight() int { return l.max }
 // so sequences already being decoded are not starved by new ones. Its output closes
 // when in has closed and no item is inside the loop.
 func (l *Loop[T]) Enter(in Port[T], o ...NodeOption) Port[T] {
-	name := l.name + ".enter"
-	n := l.g.addNode(name, kindLoopEnter, o)
-	if l.enter != nil {
-		l.g.errorf(l.name, "loop Enter called twice")
-	} else {
-		l.enter = n
-	}
-	if in.e == nil {
-		l.g.errorf(name, "input is the zero Port")
-	} else {
-		l.g.consume(in.e, n)
-	}
+	n, name := endpoint(l, "Enter", kindLoopEnter, &l.enter, in.e, o)
 	out := newEdge[T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
 		outCh := out.ch.(chan T)
@@ -169,21 +159,29 @@ func (l *Loop[T]) Return(in Port[T]) {
 	}
 }
 
+// endpoint adds the loop's Enter or Exit node ("<loop>.enter", "<loop>.exit"),
+// records it in *slot (once: a second call is a wiring error) and makes it the
+// consumer of the input edge.
+func endpoint[T any](l *Loop[T], method string, kind string, slot **node, in *edge, o []NodeOption) (*node, string) {
+	name := l.name + strings.TrimPrefix(kind, "loop") // "<loop>.enter", "<loop>.exit"
+	n := l.g.addNode(name, kind, o)
+	if *slot != nil {
+		l.g.errorf(l.name, "loop %s called twice", method)
+	} else {
+		*slot = n
+	}
+	if in == nil {
+		l.g.errorf(name, "input is the zero Port")
+	} else {
+		l.g.consume(in, n)
+	}
+	return n, name
+}
+
 // Exit adds the node "<loop>.exit": items of in leave the loop through it, and each
 // one frees a slot for a new admission as soon as Exit receives it.
 func (l *Loop[T]) Exit(in Port[T], o ...NodeOption) Port[T] {
-	name := l.name + ".exit"
-	n := l.g.addNode(name, kindLoopExit, o)
-	if l.exit != nil {
-		l.g.errorf(l.name, "loop Exit called twice")
-	} else {
-		l.exit = n
-	}
-	if in.e == nil {
-		l.g.errorf(name, "input is the zero Port")
-	} else {
-		l.g.consume(in.e, n)
-	}
+	n, name := endpoint(l, "Exit", kindLoopExit, &l.exit, in.e, o)
 	out := newEdge[T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
 		inCh := in.e.ch.(chan T)
