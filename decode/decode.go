@@ -324,8 +324,19 @@ func (e *Engine) Generate(ctx context.Context, req Request) *Seq {
 // after BOS is dropped), skipping single bytes that are neither printable nor
 // whitespace. The first token is printed too when it is not BOS.
 func Text(tok tokenizer.Tokenizer, tokens []int32) string {
+	return textAfter(tok, -1, tokens)
+}
+
+// Completion is the generated part of the text only: the pieces after the
+// prompt, the first one printed after the prompt's last token.
+func Completion(tok tokenizer.Tokenizer, s *Seq) string {
+	return textAfter(tok, s.Tokens[s.NPrompt-1], s.Tokens[s.NPrompt:])
+}
+
+// textAfter prints tokens as run.c streams them, prev being the token before
+// the first (-1: none, and a leading BOS is not printed).
+func textAfter(tok tokenizer.Tokenizer, prev int32, tokens []int32) string {
 	var sb strings.Builder
-	prev := int32(-1)
 	for _, t := range tokens {
 		if prev < 0 && t == tok.BOS() {
 			prev = t
@@ -335,13 +346,6 @@ func Text(tok tokenizer.Tokenizer, tokens []int32) string {
 		prev = t
 	}
 	return sb.String()
-}
-
-// Completion is the generated part of the text only.
-func Completion(tok tokenizer.Tokenizer, s *Seq) string {
-	full := Text(tok, s.Tokens)
-	prompt := Text(tok, s.Tokens[:s.NPrompt])
-	return strings.TrimPrefix(full, prompt)
 }
 
 // appendSafe is run.c's safe_printf: a piece that is one raw byte is printed

@@ -100,6 +100,10 @@ func TestGenerateStopsAndCounts(t *testing.T) {
 	if s.Err != nil || s.Finish != decode.FinishLength || s.Generated() != 10 || s.NPrompt != 5 {
 		t.Fatalf("got err=%v finish=%q generated=%d prompt=%d", s.Err, s.Finish, s.Generated(), s.NPrompt)
 	}
+	full, prompt, done := decode.Text(l.Tokenizer, s.Tokens), decode.Text(l.Tokenizer, s.Tokens[:s.NPrompt]), decode.Completion(l.Tokenizer, s)
+	if prompt != "Lily and Tom" || full != prompt+done || done == "" {
+		t.Fatalf("text %q = prompt %q + completion %q?", full, prompt, done)
+	}
 	long := make([]byte, 0, 4000)
 	for range 1000 {
 		long = append(long, " the"...)
