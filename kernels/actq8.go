@@ -33,6 +33,12 @@ type actQ8 struct {
 	p  []int8
 	c  []int32
 	d4 []float32
+
+	// nc and dx serve the VNNI Q8_0 kernel, one entry per 4 values of q
+	// (an int32 lane of a 32-byte block): nc = −128·Σ of the lane's q and dx
+	// = its block's scale. See matQ8_0VNNI.
+	nc []int32
+	dx []float32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -69,6 +75,8 @@ func (a *actQ8) quantize(x []float32, n, cols int) {
 	a.p = grow(a.p, 2*tile*np)
 	a.c = grow(a.c, 8*np)
 	a.d4 = grow(a.d4, 8*np)
+	a.nc = grow(a.nc, n*cols/4)
+	a.dx = grow(a.dx, n*cols/4)
 	clear(a.p) // the empty halves of odd last blocks
 	clear(a.c)
 	clear(a.d4)
@@ -89,6 +97,11 @@ func (a *actQ8) quantize(x []float32, n, cols int) {
 			}
 			a.c[8*pr+4*h+k] = 8 * s
 			a.d4[8*pr+4*h+k] = d
+		}
+		for k := range 8 {
+			l := q[4*k : 4*k+4]
+			a.nc[8*b+k] = -128 * (int32(l[0]) + int32(l[1]) + int32(l[2]) + int32(l[3]))
+			a.dx[8*b+k] = d
 		}
 	}
 }

@@ -39,6 +39,10 @@ func init() {
 		matBF16Impl = matBF16AVX512
 		matQ8_0ActImpl = matQ8_0Fast
 		matQ4_0ActImpl = matQ4_0Fast
+		if archsimd.X86.AVX512VNNI() {
+			// Assembly, bit-identical to the archsimd kernels it replaces.
+			matQ8_0ActImpl = matQ8_0VNNI
+		}
 		implName = "avx512"
 	case archsimd.X86.AVX2() && archsimd.X86.FMA():
 		setAVX2()

@@ -123,7 +123,8 @@ type memStore struct {
 type memFile struct {
 	path   string
 	data   []byte
-	mapped bool
+	mapped bool   // data is inside a mapping that Close unmaps
+	whole  []byte // that mapping (len == cap, as Munmap wants)
 }
 
 // Open validates every tensor against its file's size and maps or reads the files.
@@ -192,13 +193,12 @@ func openFile(ctx context.Context, path string, tier Tier, progress func(int64))
 		data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 		if err == nil {
 			progress(size)
-			return memFile{path: path, data: data, mapped: true}, nil
+			return memFile{path: path, data: data, mapped: true, whole: data}, nil
 		}
 		// Fall back to reading (some filesystems refuse mmap).
 	}
-	// A []uint64 backing keeps float32 views of the bytes aligned.
-	words := make([]uint64, (size+7)/8)
-	data := unsafeBytes(words)[:size]
+	whole, mapped := anonHuge(size)
+	data := whole[:size]
 	const chunk = 8 << 20
 	for off := int64(0); off < size; off += chunk {
 		if err := ctx.Err(); err != nil {
@@ -210,8 +210,31 @@ func openFile(ctx context.Context, path string, tier Tier, progress func(int64))
 		}
 		progress(n)
 	}
-	return memFile{path: path, data: data}, nil
+	return memFile{path: path, data: data, mapped: mapped, whole: whole}, nil
 }
+
+// anonHuge returns anonymous memory of at least size bytes (whole 2 MiB
+// pages, page-aligned), asking the
+// kernel to back it with transparent huge pages (MADV_HUGEPAGE: needed when
+// THP is in "madvise" mode, as on Debian). Decode streams every weight once
+// per token; with 4 KiB pages each page costs a TLB miss and a page walk,
+// and a 2 MiB-paged weight streamed 1.13× faster in BenchmarkQ8DRAM (27 → 30
+// GB/s, one thread). Where mmap fails it falls back to the Go heap (mapped
+// is then false: nothing to unmap).
+func anonHuge(size int64) (whole []byte, mapped bool) {
+	const huge = 2 << 20
+	n := (size + huge - 1) / huge * huge
+	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		// A []uint64 backing keeps float32 views of the bytes aligned.
+		return unsafeBytes(make([]uint64, (size+7)/8))[:size], false
+	}
+	_ = syscall.Madvise(b, madvHugepage) // advice only: 4 KiB pages still work
+	return b, true
+}
+
+// madvHugepage is MADV_HUGEPAGE (linux/mman.h).
+const madvHugepage = 14
 
 func (s *memStore) Lookup(name string) (Ref, bool) {
 	r, ok := s.index[name]
@@ -262,7 +285,7 @@ func (s *memStore) Close() error {
 	var first error
 	for _, f := range s.files {
 		if f.mapped {
-			if err := syscall.Munmap(f.data); err != nil && first == nil {
+			if err := syscall.Munmap(f.whole); err != nil && first == nil {
 				first = fmt.Errorf("offload: munmap %s: %w", f.path, err)
 			}
 		}
