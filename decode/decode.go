@@ -95,7 +95,12 @@ type Engine struct {
 
 	mu     sync.Mutex
 	freeKV []int32
-	states sync.Pool
+	// states are reusable forward-pass States, a free list under mu rather
+	// than a sync.Pool: a pool's per-P private slot is invisible to a
+	// goroutine that moved to another P, and the GC empties it, and either
+	// way a fresh State regrows every scratch buffer (seen as allocations
+	// in the decode loop with two threads).
+	states []*model.State
 }
 
 // New builds an engine over a loaded model.
@@ -128,7 +133,6 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	for i := o.MaxSeqs - 1; i >= 0; i-- {
 		e.freeKV = append(e.freeKV, int32(i))
 	}
-	e.states.New = func() any { return &model.State{Batch: &input.Batch{}} }
 	return e, nil
 }
 
@@ -166,6 +170,13 @@ func (e *Engine) Start(req Request) *Seq {
 	case s.NPrompt >= e.Opt.Context:
 		return e.fail(s, fmt.Errorf("decode: prompt of %d tokens does not fit the context of %d", s.NPrompt, e.Opt.Context))
 	}
+	// Room for every token the sequence may reach, so the decode loop's
+	// append never reallocates.
+	room := e.Opt.Context
+	if s.maxNew > 0 {
+		room = min(room, s.NPrompt+s.maxNew)
+	}
+	s.Tokens = slices.Grow(s.Tokens, room-s.NPrompt)
 	return s
 }
 
@@ -195,7 +206,7 @@ func (e *Engine) Plan(ctx context.Context, s *Seq) (*model.State, error) {
 		e.freeKV = e.freeKV[:len(e.freeKV)-1]
 		e.mu.Unlock()
 	}
-	st := e.states.Get().(*model.State)
+	st := e.getState()
 	b := st.Batch
 	b.Reset()
 	end := min(len(s.Tokens), s.Cached+e.Opt.PrefillChunk)
@@ -205,7 +216,7 @@ func (e *Engine) Plan(ctx context.Context, s *Seq) (*model.State, error) {
 	}
 	pass, err := e.KV.Begin(ctx, b)
 	if err != nil {
-		e.states.Put(st)
+		e.putState(st)
 		return nil, err
 	}
 	st.KV, st.Mask = pass, pass.Mask()
@@ -282,7 +293,24 @@ func (e *Engine) Fail(s *Seq, st *model.State, err error) {
 
 func (e *Engine) recycle(st *model.State) {
 	st.KV, st.Mask = nil, nil
-	e.states.Put(st)
+	e.putState(st)
+}
+
+func (e *Engine) getState() *model.State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k := len(e.states) - 1; k >= 0 {
+		st := e.states[k]
+		e.states = e.states[:k]
+		return st
+	}
+	return &model.State{Batch: &input.Batch{}}
+}
+
+func (e *Engine) putState(st *model.State) {
+	e.mu.Lock()
+	e.states = append(e.states, st)
+	e.mu.Unlock()
 }
 
 // Release frees s's KV-cache sequence (idempotent).

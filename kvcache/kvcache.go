@@ -91,8 +91,9 @@ type Cache struct {
 	ref    []int32       // per page: number of sequences holding it; 0 = free
 	free   []int32       // free page ids (a stack)
 	seqs   map[int32]*seqState
-	pool   []*Pass // ended passes for reuse
-	passes int     // in flight
+	pool   []*Pass     // ended passes for reuse
+	spare  []*seqState // dropped sequences, for reuse by newSeq
+	passes int         // in flight
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
@@ -292,7 +293,15 @@ func (c *Cache) shared(s *seqState, i int) bool { return c.ref[s.pages[i]] > 1 }
 
 // newSeq creates the state of seq. c.mu held.
 func (c *Cache) newSeq(seq int32) *seqState {
-	s := &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), entry: -1}
+	var s *seqState
+	if k := len(c.spare) - 1; k >= 0 {
+		// A dropped sequence's slices keep their capacity: a new sequence
+		// as long as an earlier one allocates nothing.
+		s, c.spare = c.spare[k], c.spare[:k]
+		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, lastRows: s.lastRows[:0], entry: -1}
+	} else {
+		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), entry: -1}
+	}
 	c.seqs[seq] = s
 	return s
 }
@@ -301,6 +310,7 @@ func (c *Cache) newSeq(seq int32) *seqState {
 func (c *Cache) drop(s *seqState) {
 	c.shrink(s, 0)
 	delete(c.seqs, s.id)
+	c.spare = append(c.spare, s)
 }
 
 // Truncate rewinds seq to its first n tokens (rejected drafts) and frees the

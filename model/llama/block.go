@@ -42,18 +42,31 @@ const (
 )
 
 // pinned gathers the weights of one Forward so they are released together.
-type pinned []offload.Pinned
+// A Forward pins 9 of them (2 norms, 7 matrices); a fixed array on the stack
+// keeps the decode loop free of allocations (an append-grown slice escaped).
+type pinned struct {
+	p [16]offload.Pinned
+	n int
+}
+
+func (p *pinned) add(pin offload.Pinned) {
+	if p.n == len(p.p) {
+		panic("llama: more than 16 weights pinned in one Forward")
+	}
+	p.p[p.n] = pin
+	p.n++
+}
 
 func (p *pinned) matrix(ctx context.Context, w offload.Store, r offload.Ref) (kernels.Weight, error) {
 	m, pin, err := model.Matrix(ctx, w, r)
 	if err == nil {
-		*p = append(*p, pin)
+		p.add(pin)
 	}
 	return m, err
 }
 
 func (p *pinned) release() {
-	for _, x := range *p {
+	for _, x := range p.p[:p.n] {
 		x.Release()
 	}
 }
@@ -77,7 +90,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	if err != nil {
 		return err
 	}
-	pins = append(pins, p1)
+	pins.add(p1)
 	wq, err := pins.matrix(ctx, w, l.Attn.Q)
 	if err != nil {
 		return err
@@ -137,7 +150,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	if err != nil {
 		return err
 	}
-	pins = append(pins, p2)
+	pins.add(p2)
 	for r := range n {
 		kernels.RMSNorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ffnNorm, a.Eps)
 	}

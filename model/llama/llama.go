@@ -186,7 +186,8 @@ func (m *Model) Head(ctx context.Context, st *model.State, w offload.Store) erro
 	if len(outs) == 0 {
 		return nil
 	}
-	norm, pn, err := model.Vector(ctx, w, m.w.OutputNorm, new([]float32))
+	var normBuf []float32 // used only by a non-F32 norm (never in GGUF files llama.cpp writes)
+	norm, pn, err := model.Vector(ctx, w, m.w.OutputNorm, &normBuf)
 	if err != nil {
 		return err
 	}
