@@ -39,8 +39,10 @@ func init() {
 		matBF16Impl = matBF16AVX512
 		matQ8_0ActImpl = matQ8_0Fast
 		matQ4_0ActImpl = matQ4_0Fast
+		// Assembly, bit-identical to the archsimd kernels it replaces
+		// (AVX-512 F/BW/VL/DQ; VNNI checked on its own).
+		matF16Impl = matF16Asm
 		if archsimd.X86.AVX512VNNI() {
-			// Assembly, bit-identical to the archsimd kernels it replaces.
 			matQ8_0ActImpl = matQ8_0VNNI
 		}
 		implName = "avx512"
