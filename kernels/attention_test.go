@@ -80,8 +80,11 @@ type attnCase struct {
 	heads, kvHeads, headDim int
 }
 
+// attnShapes include head dims ≥ 32, where the archsimd kernel tiles (40 and
+// 72 end in a partial vector).
 var attnShapes = []attnCase{
 	{1, 1, 1}, {1, 1, 2}, {2, 1, 3}, {4, 2, 8}, {6, 3, 17}, {8, 4, 16}, {8, 8, 5}, {4, 1, 64},
+	{4, 2, 40}, {2, 2, 72}, {4, 1, 128},
 }
 
 func TestAttentionVsRef(t *testing.T) {
