@@ -31,7 +31,7 @@ func TestTiers(t *testing.T) {
 		{Name: "a", DType: tensor.F32, Shape: []int{2, 4}, Offset: 32, Size: 32},
 		{Name: "b", DType: tensor.Q8_0, Shape: []int{1, 32}, Offset: 1000, Size: 34},
 	}
-	for _, tier := range []Tier{Mmap, RAM} {
+	for _, tier := range []Tier{Mmap, RAM, Auto} {
 		t.Run(tier.String(), func(t *testing.T) {
 			var progress int64
 			s, err := Open(context.Background(), Options{Files: []File{{Path: path, Tensors: infos}}, Tier: tier,
@@ -61,8 +61,14 @@ func TestTiers(t *testing.T) {
 				t.Error("found a tensor that is not there")
 			}
 			s.Prefetch(infos2refs(s, "a")...)
-			if st := s.Stats(); st.Acquires != 2 || st.PrefetchHint != 1 {
+			st := s.Stats()
+			if st.Acquires != 2 || st.PrefetchHint != 1 {
 				t.Errorf("stats %+v", st)
+			}
+			// Auto reads a file this small into RAM.
+			if read := tier != Mmap; read && (st.BytesRead != int64(len(data)) || st.BytesMapped != 0) ||
+				!read && (st.BytesMapped != int64(len(data)) || st.BytesRead != 0) {
+				t.Errorf("tier %s: stats %+v, want the %d bytes %s", tier, st, len(data), map[bool]string{true: "read", false: "mapped"}[read])
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -104,6 +110,16 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := ParseTier("ssd"); err == nil {
 		t.Error("ParseTier accepted ssd (not built yet)")
+	}
+	for s, want := range map[string]Tier{"": Auto, "auto": Auto, "ram": RAM, "mmap": Mmap} {
+		if got, err := ParseTier(s); err != nil || got != want {
+			t.Errorf("ParseTier(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	if avail, ok := memAvailable(); ok {
+		if Auto.resolve(avail) != Mmap || Auto.resolve(1<<20) != RAM || RAM.resolve(avail*4) != RAM {
+			t.Errorf("Auto with %d bytes available: resolve(avail) = %v, resolve(1 MiB) = %v", avail, Auto.resolve(avail), Auto.resolve(1<<20))
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ func (p *Pipeline) Describe(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  path\t%s\n", orDefault(m.Path, "(not set: give one on the command line)"))
 	fmt.Fprintf(tw, "  tokenizer\t%s\n", orDefault(m.Tokenizer, "(not set: from the model file)"))
-	fmt.Fprintf(tw, "  tier\t%s\n", orDefault(m.Tier, TierMmap+" (default)"))
+	fmt.Fprintf(tw, "  tier\t%s\n", orDefault(m.Tier, TierAuto+" (default)"))
 	fmt.Fprintf(tw, "  threads\t%s\n", intOrDefault(m.Threads, "GOMAXPROCS"))
 	fmt.Fprintf(tw, "  context\t%s\n", intOrDefault(m.Context, "the model's context length"))
 	fmt.Fprintf(tw, "  page_tokens\t%s\n", intOrDefault(m.PageTokens, "the KV cache's default"))

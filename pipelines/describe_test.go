@@ -20,7 +20,7 @@ timeout: none
 model:
   path         (not set: give one on the command line)
   tokenizer    (not set: from the model file)
-  tier         mmap (default)
+  tier         auto (default)
   threads      GOMAXPROCS
   context      the model's context length
   page_tokens  the KV cache's default

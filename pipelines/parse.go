@@ -321,9 +321,9 @@ func (l *loader) model(prim toml.Primitive) ModelSpec {
 		l.add(&Error{Line: l.ix.keyLine([]string{"model", key}), Kind: ErrInvalid, Msg: "model." + key + ": " + msg})
 	}
 	switch m.Tier {
-	case "", TierMmap, TierRAM:
+	case "", TierMmap, TierRAM, TierAuto:
 	default:
-		bad("tier", fmt.Sprintf("%q is not a tier; want %q or %q", m.Tier, TierMmap, TierRAM))
+		bad("tier", fmt.Sprintf("%q is not a tier; want %q, %q or %q", m.Tier, TierAuto, TierRAM, TierMmap))
 	}
 	for _, f := range []struct {
 		key string

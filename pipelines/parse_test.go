@@ -457,7 +457,7 @@ func TestParseErrors(t *testing.T) {
 			name: "bad tier",
 			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\ntier = \"ssd\""),
 			kind: ErrInvalid,
-			want: `pipelines: t.toml:3: model.tier: "ssd" is not a tier; want "mmap" or "ram"`,
+			want: `pipelines: t.toml:3: model.tier: "ssd" is not a tier; want "auto", "ram" or "mmap"`,
 		},
 		{
 			name: "negative threads",

@@ -114,7 +114,8 @@ type ModelSpec struct {
 	// Tokenizer is the llama2.c tokenizer.bin a .bin checkpoint needs
 	// (GGUF files carry their own). Resolved like Path.
 	Tokenizer string
-	// Tier is where weights live: "mmap" (default) or "ram".
+	// Tier is where weights live: "auto" (default: "ram" when the file fits
+	// in half the available memory, else "mmap"), "ram" or "mmap".
 	Tier string
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
@@ -129,6 +130,7 @@ type ModelSpec struct {
 const (
 	TierMmap = "mmap"
 	TierRAM  = "ram"
+	TierAuto = "auto"
 )
 
 // Stage is one [[stage]] entry.

@@ -38,7 +38,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	refTok := fs.String("ref-tokenizer", "", "llama2.c tokenizer.bin for --ref (default: --tokenizer when --ref is not a .gguf)")
 	window := fs.Int("ctx", 0, fmt.Sprintf("window length in tokens, BOS included (default: min(model context, %d))", eval.DefaultContext))
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	tier := fs.String("tier", "", "where weights live: mmap (default) or ram")
+	tier := fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory, else mmap), ram or mmap")
 	threads := fs.Int("threads", 0, "kernel threads (default: all cores)")
 	makeText := fs.Bool("make-text", false, "sample a fixed-seed corpus from -m into -o instead of scoring")
 	out := fs.String("o", "", "with --make-text: the corpus file to write")

@@ -32,7 +32,7 @@ func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
 		fs:      fs,
 		model:   fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
 		tok:     fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
-		tier:    fs.String("tier", "", "where weights live: mmap (default) or ram"),
+		tier:    fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory, else mmap), ram or mmap"),
 		threads: fs.Int("threads", 0, "kernel threads (default: all cores)"),
 		ctx:     fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
 		pageTk:  fs.Int("page-tokens", 0, "KV cache page size in tokens"),
@@ -73,7 +73,7 @@ func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...l
 	}
 	var bar *progressbar.ProgressBar
 	progress := func(done, total int64) {
-		if !e.stderrTTY || tier != offload.RAM {
+		if !e.stderrTTY || tier == offload.Mmap {
 			return
 		}
 		if bar == nil {
