@@ -41,7 +41,9 @@ func init() {
 		matQ4_0ActImpl = matQ4_0Fast
 		// Assembly, bit-identical to the archsimd kernels it replaces
 		// (AVX-512 F/BW/VL/DQ; VNNI checked on its own).
+		matF32Impl = matF32Asm
 		matF16Impl = matF16Asm
+		matBF16Impl = matBF16Asm
 		if archsimd.X86.AVX512VNNI() {
 			matQ8_0ActImpl = matQ8_0VNNI
 		}

@@ -1,0 +1,867 @@
+//go:build goexperiment.simd && amd64 && !purego
+
+#include "textflag.h"
+
+// F32 and BF16 matrix tiles (matf32bf16_asm_amd64.go has the Go side and the
+// contract), built like the F16 ones in mathalf_amd64.s. Every output is one
+// 16-lane float32 chain over its weight row,
+//	acc = fma(W[j:j+16], x[j:j+16], acc)   j = 0, 16, 32, …
+// with a short last chunk loaded zero-padded under the k-mask K1 (weight and
+// x alike), then summed by hsum16's tree: t[k] = acc[k]+acc[k+8];
+// a[k] = t[k]+t[k+4]; result = (a[0]+a[2]) + (a[1]+a[3]). BF16 becomes
+// float32 exactly by widening to 32 bits and shifting left 16 (VPMOVZXWD,
+// VPSLLD), which is what matBF16AVX512 does.
+//
+// Registers in the 4×C tiles: Z0–Z23 accumulators (input c, row r in
+// Z(4c+r)), Z24–Z27 the four weight vectors of this j, Z28 the x vector,
+// Z29–Z31 scratch. GP: AX BX CX DX the weight rows, SI DI R8–R11 the inputs,
+// R12 j (elements), R13 the end of the full chunks, R14 cols, R15 nr.
+// K1 masks the short last chunk's lanes, K2 the sums to store.
+
+// Lanes 0, 4, 8, 12: where RED4 leaves its four sums.
+DATA sumIdx<>+0(SB)/4, $0
+DATA sumIdx<>+4(SB)/4, $4
+DATA sumIdx<>+8(SB)/4, $8
+DATA sumIdx<>+12(SB)/4, $12
+DATA sumIdx<>+16(SB)/4, $0
+DATA sumIdx<>+20(SB)/4, $0
+DATA sumIdx<>+24(SB)/4, $0
+DATA sumIdx<>+28(SB)/4, $0
+DATA sumIdx<>+32(SB)/4, $0
+DATA sumIdx<>+36(SB)/4, $0
+DATA sumIdx<>+40(SB)/4, $0
+DATA sumIdx<>+44(SB)/4, $0
+DATA sumIdx<>+48(SB)/4, $0
+DATA sumIdx<>+52(SB)/4, $0
+DATA sumIdx<>+56(SB)/4, $0
+DATA sumIdx<>+60(SB)/4, $0
+GLOBL sumIdx<>(SB), RODATA|NOPTR, $64
+
+// ZERO4 zeroes four accumulators.
+#define ZERO4(a0, a1, a2, a3) VPXORD a0, a0, a0; VPXORD a1, a1, a1; VPXORD a2, a2, a2; VPXORD a3, a3, a3
+
+// LDF loads the four F32 weight rows' j..j+15 (full chunk).
+#define LDF \
+	VMOVUPS (AX)(R12*4), Z24; \
+	VMOVUPS (BX)(R12*4), Z25; \
+	VMOVUPS (CX)(R12*4), Z26; \
+	VMOVUPS (DX)(R12*4), Z27
+
+// LDFT is LDF for the short last chunk: lanes outside K1 are +0.
+#define LDFT \
+	VMOVUPS.Z (AX)(R12*4), K1, Z24; \
+	VMOVUPS.Z (BX)(R12*4), K1, Z25; \
+	VMOVUPS.Z (CX)(R12*4), K1, Z26; \
+	VMOVUPS.Z (DX)(R12*4), K1, Z27
+
+// BF16 converts in place: u32 lanes holding bf16 bits become float32.
+#define BF16(z) VPSLLD $16, z, z
+
+// LDB widens and converts the four BF16 weight rows' j..j+15.
+#define LDB \
+	VPMOVZXWD (AX)(R12*2), Z24; \
+	VPMOVZXWD (BX)(R12*2), Z25; \
+	VPMOVZXWD (CX)(R12*2), Z26; \
+	VPMOVZXWD (DX)(R12*2), Z27; \
+	BF16(Z24); BF16(Z25); BF16(Z26); BF16(Z27)
+
+// LDBT is LDB for the short last chunk: lanes outside K1 are +0.
+#define LDBT \
+	VMOVDQU16.Z (AX)(R12*2), K1, Y29; VPMOVZXWD Y29, Z24; \
+	VMOVDQU16.Z (BX)(R12*2), K1, Y29; VPMOVZXWD Y29, Z25; \
+	VMOVDQU16.Z (CX)(R12*2), K1, Y29; VPMOVZXWD Y29, Z26; \
+	VMOVDQU16.Z (DX)(R12*2), K1, Y29; VPMOVZXWD Y29, Z27; \
+	BF16(Z24); BF16(Z25); BF16(Z26); BF16(Z27)
+
+// FMA4 adds the four rows times Z28 into a0..a3.
+#define FMA4(a0, a1, a2, a3) \
+	VFMADD231PS Z28, Z24, a0; \
+	VFMADD231PS Z28, Z25, a1; \
+	VFMADD231PS Z28, Z26, a2; \
+	VFMADD231PS Z28, Z27, a3
+
+// STEP is one input's x[j:j+16] (at xp) against the four rows.
+#define STEP(xp, a0, a1, a2, a3) VMOVUPS (xp)(R12*4), Z28; FMA4(a0, a1, a2, a3)
+
+// STEPT is STEP for the short last chunk.
+#define STEPT(xp, a0, a1, a2, a3) VMOVUPS.Z (xp)(R12*4), K1, Z28; FMA4(a0, a1, a2, a3)
+
+// RED4 sums a0..a3 each by hsum16's tree (all four at once, lane for lane
+// the same additions) and stores the first K2 of the four sums at dp.
+// Needs the index vector in Z24.
+#define RED4(a0, a1, a2, a3, dp) \
+	VSHUFF32X4 $0x44, a1, a0, Z29; \
+	VSHUFF32X4 $0xEE, a1, a0, Z30; \
+	VADDPS Z30, Z29, Z29; \
+	VSHUFF32X4 $0x44, a3, a2, Z30; \
+	VSHUFF32X4 $0xEE, a3, a2, Z31; \
+	VADDPS Z31, Z30, Z30; \
+	VSHUFF32X4 $0x88, Z30, Z29, Z31; \
+	VSHUFF32X4 $0xDD, Z30, Z29, Z29; \
+	VADDPS Z29, Z31, Z29; \
+	VPERMILPS $0x4E, Z29, Z30; \
+	VADDPS Z30, Z29, Z29; \
+	VPERMILPS $0xB1, Z29, Z30; \
+	VADDPS Z30, Z29, Z29; \
+	VPERMPS Z29, Z24, Z29; \
+	VMOVUPS X29, K2, (dp)
+
+// MASKS sets R13 to the end of the full chunks (cols R14 rounded down to
+// 16), K1 to the tail's lanes (cols%16 low bits) and K2 to the first R15
+// (nr) of 4 sums; it zeroes R12 (j) and clobbers CX.
+#define MASKS \
+	MOVQ R14, R13; \
+	ANDQ $~15, R13; \
+	MOVQ R14, CX; \
+	SUBQ R13, CX; \
+	MOVL $1, R12; \
+	SHLL CX, R12; \
+	DECL R12; \
+	KMOVW R12, K1; \
+	MOVQ R15, CX; \
+	MOVL $1, R12; \
+	SHLL CX, R12; \
+	DECL R12; \
+	KMOVW R12, K2; \
+	XORQ R12, R12
+
+// NEXTX sets to = from + cols floats (the next input's row of x).
+#define NEXTX(from, to) LEAQ (from)(R14*4), to
+
+// The decode kernels: Z0–Z7 accumulators, Z8–Z15 weights, Z16 x.
+// DPRO8(scale), given w in AX and cols in R14, sets BX CX DX DI R8 R9 R10 to
+// the next 7 rows (stride cols·scale bytes), MASKS with K2 = 0xf (a RED4
+// stores all four sums) and R15 to the row stride in bytes.
+#define DPRO8(scale) \
+	MOVL $4, R15; \
+	MASKS; \
+	LEAQ (R14*scale), R15; \
+	LEAQ (AX)(R15*1), BX; \
+	LEAQ (BX)(R15*1), CX; \
+	LEAQ (CX)(R15*1), DX; \
+	LEAQ (DX)(R15*1), DI; \
+	LEAQ (DI)(R15*1), R8; \
+	LEAQ (R8)(R15*1), R9; \
+	LEAQ (R9)(R15*1), R10
+
+// FMA8 adds the 8 weight vectors Z8–Z15 times x (Z16) into Z0–Z7.
+#define FMA8 \
+	VFMADD231PS Z16, Z8, Z0; \
+	VFMADD231PS Z16, Z9, Z1; \
+	VFMADD231PS Z16, Z10, Z2; \
+	VFMADD231PS Z16, Z11, Z3; \
+	VFMADD231PS Z16, Z12, Z4; \
+	VFMADD231PS Z16, Z13, Z5; \
+	VFMADD231PS Z16, Z14, Z6; \
+	VFMADD231PS Z16, Z15, Z7
+
+// DSTEPF is one chunk j..j+15 of the 8 F32 rows, each row's line 1 KiB
+// ahead prefetched into L2. Measured from DRAM (two 64 MiB weights, one
+// core): 8 rows with PREFETCHT1 (or T2) 512 B–2 KiB ahead ~28 GB/s, above a
+// plain sequential read (~25 GB/s); without prefetch ~24, PREFETCHT0 or NTA
+// 21–23, 4 rows 21, 8 rows unrolled ×2 no better. The price is paid when
+// the weight is already cached (768×768, L3: 74 GB/s against 87 without),
+// which decode of a model bigger than L3 never sees. Prefetches past the
+// last row never fault. (BF16 rows, half the bytes, measured best without:
+// bf16Dec8.)
+#define DSTEPF \
+	VMOVUPS (SI)(R12*4), Z16; \
+	PREFETCHT1 1024(AX)(R12*4); \
+	VFMADD231PS (AX)(R12*4), Z16, Z0; \
+	PREFETCHT1 1024(BX)(R12*4); \
+	VFMADD231PS (BX)(R12*4), Z16, Z1; \
+	PREFETCHT1 1024(CX)(R12*4); \
+	VFMADD231PS (CX)(R12*4), Z16, Z2; \
+	PREFETCHT1 1024(DX)(R12*4); \
+	VFMADD231PS (DX)(R12*4), Z16, Z3; \
+	PREFETCHT1 1024(DI)(R12*4); \
+	VFMADD231PS (DI)(R12*4), Z16, Z4; \
+	PREFETCHT1 1024(R8)(R12*4); \
+	VFMADD231PS (R8)(R12*4), Z16, Z5; \
+	PREFETCHT1 1024(R9)(R12*4); \
+	VFMADD231PS (R9)(R12*4), Z16, Z6; \
+	PREFETCHT1 1024(R10)(R12*4); \
+	VFMADD231PS (R10)(R12*4), Z16, Z7
+
+// DTAILF is DSTEPF for the short last chunk.
+#define DTAILF \
+	VMOVUPS.Z (SI)(R12*4), K1, Z16; \
+	VMOVUPS.Z (AX)(R12*4), K1, Z8; \
+	VMOVUPS.Z (BX)(R12*4), K1, Z9; \
+	VMOVUPS.Z (CX)(R12*4), K1, Z10; \
+	VMOVUPS.Z (DX)(R12*4), K1, Z11; \
+	VMOVUPS.Z (DI)(R12*4), K1, Z12; \
+	VMOVUPS.Z (R8)(R12*4), K1, Z13; \
+	VMOVUPS.Z (R9)(R12*4), K1, Z14; \
+	VMOVUPS.Z (R10)(R12*4), K1, Z15; \
+	FMA8
+
+// DSTEPB is one chunk j..j+15 of the 8 BF16 rows.
+#define DSTEPB \
+	VMOVUPS (SI)(R12*4), Z16; \
+	VPMOVZXWD (AX)(R12*2), Z8; \
+	VPMOVZXWD (BX)(R12*2), Z9; \
+	VPMOVZXWD (CX)(R12*2), Z10; \
+	VPMOVZXWD (DX)(R12*2), Z11; \
+	VPMOVZXWD (DI)(R12*2), Z12; \
+	VPMOVZXWD (R8)(R12*2), Z13; \
+	VPMOVZXWD (R9)(R12*2), Z14; \
+	VPMOVZXWD (R10)(R12*2), Z15; \
+	BF16(Z8); \
+	BF16(Z9); \
+	BF16(Z10); \
+	BF16(Z11); \
+	BF16(Z12); \
+	BF16(Z13); \
+	BF16(Z14); \
+	BF16(Z15); \
+	FMA8
+
+// DTAILB is DSTEPB for the short last chunk.
+#define DTAILB \
+	VMOVUPS.Z (SI)(R12*4), K1, Z16; \
+	VMOVDQU16.Z (AX)(R12*2), K1, Y8; VPMOVZXWD Y8, Z8; \
+	VMOVDQU16.Z (BX)(R12*2), K1, Y9; VPMOVZXWD Y9, Z9; \
+	VMOVDQU16.Z (CX)(R12*2), K1, Y10; VPMOVZXWD Y10, Z10; \
+	VMOVDQU16.Z (DX)(R12*2), K1, Y11; VPMOVZXWD Y11, Z11; \
+	VMOVDQU16.Z (DI)(R12*2), K1, Y12; VPMOVZXWD Y12, Z12; \
+	VMOVDQU16.Z (R8)(R12*2), K1, Y13; VPMOVZXWD Y13, Z13; \
+	VMOVDQU16.Z (R9)(R12*2), K1, Y14; VPMOVZXWD Y14, Z14; \
+	VMOVDQU16.Z (R10)(R12*2), K1, Y15; VPMOVZXWD Y15, Z15; \
+	BF16(Z8); \
+	BF16(Z9); \
+	BF16(Z10); \
+	BF16(Z11); \
+	BF16(Z12); \
+	BF16(Z13); \
+	BF16(Z14); \
+	BF16(Z15); \
+	FMA8
+
+// The 4×C tiles. Each computes, for rows w0..w3 (repeat a row to fill a
+// tile: same chain, same bits) and inputs x, x+cols, …, x+(C−1)·cols, the
+// sums dst[c·dstStride + r] for r < nr (dstStride in bytes).
+
+// func f32Tile4x1(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x1(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	ZERO4(Z0, Z1, Z2, Z3)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	RED4(Z0, Z1, Z2, Z3, DI)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x2(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x2(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x3(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x3(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x4(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x4(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x5(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	NEXTX(R9, R10)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	STEP(R10, Z16, Z17, Z18, Z19)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+	STEPT(R10, Z16, Z17, Z18, Z19)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	ADDQ R8, DI
+	RED4(Z16, Z17, Z18, Z19, DI)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *float32, x *float32, cols, nr int)
+TEXT ·f32Tile4x6(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	NEXTX(R9, R10)
+	NEXTX(R10, R11)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z20, Z21, Z22, Z23)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDF
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	STEP(R10, Z16, Z17, Z18, Z19)
+	STEP(R11, Z20, Z21, Z22, Z23)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDFT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+	STEPT(R10, Z16, Z17, Z18, Z19)
+	STEPT(R11, Z20, Z21, Z22, Z23)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	ADDQ R8, DI
+	RED4(Z16, Z17, Z18, Z19, DI)
+	ADDQ R8, DI
+	RED4(Z20, Z21, Z22, Z23, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x1(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x1(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	ZERO4(Z0, Z1, Z2, Z3)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	RED4(Z0, Z1, Z2, Z3, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x2(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x2(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x3(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x3(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x4(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x4(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x5(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	NEXTX(R9, R10)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	STEP(R10, Z16, Z17, Z18, Z19)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+	STEPT(R10, Z16, Z17, Z18, Z19)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	ADDQ R8, DI
+	RED4(Z16, Z17, Z18, Z19, DI)
+	VZEROUPPER
+	RET
+
+// func bf16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
+TEXT ·bf16Tile4x6(SB), NOSPLIT, $0-72
+	MOVQ cols+56(FP), R14
+	MOVQ nr+64(FP), R15
+	MASKS
+	MOVQ w0+16(FP), AX
+	MOVQ w1+24(FP), BX
+	MOVQ w2+32(FP), CX
+	MOVQ w3+40(FP), DX
+	MOVQ x+48(FP), SI
+	NEXTX(SI, DI)
+	NEXTX(DI, R8)
+	NEXTX(R8, R9)
+	NEXTX(R9, R10)
+	NEXTX(R10, R11)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z20, Z21, Z22, Z23)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	LDB
+	STEP(SI, Z0, Z1, Z2, Z3)
+	STEP(DI, Z4, Z5, Z6, Z7)
+	STEP(R8, Z8, Z9, Z10, Z11)
+	STEP(R9, Z12, Z13, Z14, Z15)
+	STEP(R10, Z16, Z17, Z18, Z19)
+	STEP(R11, Z20, Z21, Z22, Z23)
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	LDBT
+	STEPT(SI, Z0, Z1, Z2, Z3)
+	STEPT(DI, Z4, Z5, Z6, Z7)
+	STEPT(R8, Z8, Z9, Z10, Z11)
+	STEPT(R9, Z12, Z13, Z14, Z15)
+	STEPT(R10, Z16, Z17, Z18, Z19)
+	STEPT(R11, Z20, Z21, Z22, Z23)
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ R8, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	ADDQ R8, DI
+	RED4(Z8, Z9, Z10, Z11, DI)
+	ADDQ R8, DI
+	RED4(Z12, Z13, Z14, Z15, DI)
+	ADDQ R8, DI
+	RED4(Z16, Z17, Z18, Z19, DI)
+	ADDQ R8, DI
+	RED4(Z20, Z21, Z22, Z23, DI)
+	VZEROUPPER
+	RET
+
+// f32Dec8 is the F32 decode kernel: 8 consecutive weight rows from w
+// (stride cols) against one input, storing 8 sums at dst.
+
+// func f32Dec8(dst *float32, w *float32, x *float32, cols int)
+TEXT ·f32Dec8(SB), NOSPLIT, $0-32
+	MOVQ cols+24(FP), R14
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), SI
+	DPRO8(4)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	DSTEPF
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	DTAILF
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ $16, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	VZEROUPPER
+	RET
+
+// bf16Dec8 is the BF16 decode kernel, f16Dec8's shape: 8 consecutive
+// weight rows from w (stride cols) against one input, 8 sums at dst.
+
+// func bf16Dec8(dst *float32, w *uint16, x *float32, cols int)
+TEXT ·bf16Dec8(SB), NOSPLIT, $0-32
+	MOVQ cols+24(FP), R14
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), SI
+	DPRO8(2)
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	DSTEPB
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	DTAILB
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ $16, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	VZEROUPPER
+	RET
