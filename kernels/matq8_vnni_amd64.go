@@ -37,7 +37,6 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	_ = xq.q[n*cols-1]
 	_ = xq.nc[n*cols/4-1]
 	_ = xq.dx[n*cols/4-1]
-	sc := quantScaleTable()
 	step := rowBlock(rb)
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
@@ -45,16 +44,16 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 		for ; i+4 <= n; i += 4 {
 			m := (r1 - r0) &^ 1
 			if m > 0 {
-				q8VNNI2x4(&dst[i*rows+r0], rows, &w[r0*rb], rb, m, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], cols, nb, sc)
+				q8VNNI2x4(&dst[i*rows+r0], rows, &w[r0*rb], rb, m, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], cols, nb)
 			}
 			if r := r0 + m; r < r1 {
 				for k := i; k < i+4; k++ {
-					q8VNNIRows(&dst[k*rows+r], &w[r*rb], rb, 1, &xq.q[k*cols], &xq.nc[k*cols/4], &xq.dx[k*cols/4], nb, sc)
+					q8VNNIRows(&dst[k*rows+r], &w[r*rb], rb, 1, &xq.q[k*cols], &xq.nc[k*cols/4], &xq.dx[k*cols/4], nb)
 				}
 			}
 		}
 		for ; i < n; i++ {
-			q8VNNIRows(&dst[i*rows+r0], &w[r0*rb], rb, r1-r0, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, sc)
+			q8VNNIRows(&dst[i*rows+r0], &w[r0*rb], rb, r1-r0, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb)
 		}
 	}
 }
@@ -63,11 +62,11 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 // bytes apart, nb blocks each.
 //
 //go:noescape
-func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int, tbl *[1 << 16]float32)
+func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int)
 
 // q8VNNI2x4 writes dst[i·rows+r] = row r of w · input i for r in [0,nrows)
 // (nrows even) and i in 0..3, input i's x, nc and dx starting cols bytes
 // after input i−1's.
 //
 //go:noescape
-func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int, tbl *[1 << 16]float32)
+func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int)

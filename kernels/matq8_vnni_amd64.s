@@ -6,30 +6,59 @@
 // matq8_vnni_amd64.go for the arithmetic and why it is bit-identical to
 // matQ8_0Fast. Register use in both kernels:
 //	Z31       0x80 in every byte (flips a signed weight byte to w+128)
-//	R14       the f16 → float32 block-scale table (quantScaleTable)
+//	Z30       q8perm (see SCALES)
 // A pair of blocks (68 weight bytes) fills one Z register: block 2p in the low
 // 256 bits, block 2p+1 in the high ones, so the low and high halves of an
 // accumulator are matQ8_0Fast's even and odd chains.
 
+// The block scales are f16, converted by VCVTPH2PS (exact), with ±Inf made
+// NaN as quantScaleTable does (an Inf scale gives NaN, never ±Inf, in
+// matQ8_0Fast). A 256 KiB table lookup per block cost half the decode speed
+// with real (varied) scales: BenchmarkQ8Layers, 27 GB/s with one scale value
+// everywhere, 14.7 GB/s with 4096 different ones.
+DATA q8nan<>+0(SB)/4, $0x7fc00000
+GLOBL q8nan<>(SB), RODATA|NOPTR, $4
+
+// q8perm spreads lane 0 over lanes 0–7 and lane 1 over lanes 8–15.
+DATA q8perm<>+0(SB)/8, $0
+DATA q8perm<>+8(SB)/8, $0
+DATA q8perm<>+16(SB)/8, $0
+DATA q8perm<>+24(SB)/8, $0
+DATA q8perm<>+32(SB)/8, $0x0000000100000001
+DATA q8perm<>+40(SB)/8, $0x0000000100000001
+DATA q8perm<>+48(SB)/8, $0x0000000100000001
+DATA q8perm<>+56(SB)/8, $0x0000000100000001
+GLOBL q8perm<>(SB), RODATA|NOPTR, $64
+
+// SCALES turns the f16 pair in AX (low 16 bits block 2p, high 16 block
+// 2p+1) into S: lanes 0–7 the first scale, 8–15 the second. Needs q8perm in
+// Z30; clobbers K3.
+#define SCALES(S, SX) \
+	VMOVD AX, SX; \
+	VCVTPH2PS SX, SX; \
+	VFPCLASSPSX $0x18, SX, K3; \
+	VBROADCASTSS q8nan<>(SB), K3, SX; \
+	VPERMPS S, Z30, S
+
 // PAIRW loads the pair of weight blocks at off(B) into Z as u8 (w+128) and
-// their scales, each in 8 lanes of S. T is a Y scratch.
-#define PAIRW(off, B, Z, Y, S, SY, T) \
+// their scales into S.
+#define PAIRW(off, B, Z, Y, S, SX) \
 	VMOVDQU off+2(B), Y; \
 	VINSERTI32X8 $1, off+36(B), Z, Z; \
 	VPXORD Z31, Z, Z; \
 	MOVWLZX off(B), AX; \
 	MOVWLZX off+34(B), R15; \
-	VBROADCASTSS (R14)(AX*4), SY; \
-	VBROADCASTSS (R14)(R15*4), T; \
-	VINSERTF32X8 $1, T, S, S
+	SHLL $16, R15; \
+	ORL R15, AX; \
+	SCALES(S, SX)
 
 // TAILW is PAIRW for a lone last block: the high half of Z is 0x80 bytes
 // (multiplied by zeroed activations) and the high half of S is 0.
-#define TAILW(off, B, Z, Y, S, SY) \
+#define TAILW(off, B, Z, Y, S, SX) \
 	VMOVDQU off+2(B), Y; \
 	VPXORD Z31, Z, Z; \
 	MOVWLZX off(B), AX; \
-	VBROADCASTSS (R14)(AX*4), SY
+	SCALES(S, SX)
 
 // STEP adds one pair's product of weight (W, scales SW) and input (X, NC,
 // DX) to ACC: ACC = fma(float32(Σ(w+128)·x − 128·Σx), SW·DX, ACC).
@@ -52,16 +81,16 @@
 	VMOVSHDUP X, X24; \
 	VADDSS X24, X, X
 
-// func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int, tbl *[65536]float32)
-TEXT ·q8VNNIRows(SB), NOSPLIT, $0-72
+// func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int)
+TEXT ·q8VNNIRows(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ rb+16(FP), R8
 	MOVQ nrows+24(FP), R9
 	MOVQ nb+56(FP), R13
-	MOVQ tbl+64(FP), R14
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z31
+	VMOVDQU32 q8perm<>(SB), Z30
 	TESTQ R9, R9
 	JZ rdone
 
@@ -77,7 +106,7 @@ rrow:
 
 rpair:
 	PREFETCHT0 512(BX) // DRAM: measured 1.2–1.4× with it (256–2048 tried)
-	PAIRW(0, BX, Z1, Y1, Z2, Y2, Y3)
+	PAIRW(0, BX, Z1, Y1, Z2, X2)
 	VMOVDQU64 (R10), Z6
 	VMOVDQU32 (R11), Z4
 	VMOVUPS (R12), Z5
@@ -92,7 +121,7 @@ rpair:
 rtail:
 	TESTQ $1, R13
 	JZ rsum
-	TAILW(0, BX, Z1, Y1, Z2, Y2)
+	TAILW(0, BX, Z1, Y1, Z2, X2)
 	VMOVDQU (R10), Y6
 	VMOVDQU (R11), Y4
 	VMOVUPS (R12), Y5
@@ -139,20 +168,20 @@ rdone:
 	STEP(Z9, Z11, Z14, Z18, Z22, Z6, Z24, Z25); \
 	STEP(Z9, Z11, Z15, Z19, Z23, Z7, Z26, Z27)
 
-// func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int, tbl *[65536]float32)
+// func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int)
 //
 // Rows [0,nrows) (nrows even) of w against inputs 0–3: input i's
 // activations at x+i·cols, nc and dx at +i·cols bytes too; output (i, r) at
 // dst[i·rows+r].
-TEXT ·q8VNNI2x4(SB), NOSPLIT, $0-88
+TEXT ·q8VNNI2x4(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ w+16(FP), SI
 	MOVQ rb+24(FP), R8
 	MOVQ nrows+32(FP), R9
 	MOVQ cols+64(FP), R13
-	MOVQ tbl+80(FP), R14
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z31
+	VMOVDQU32 q8perm<>(SB), Z30
 	TESTQ R9, R9
 	JZ tdone
 
@@ -177,9 +206,9 @@ tpair:
 	LOADX4(R10, Z12, Z13, Z14, Z15)
 	LOADX4(R11, Z16, Z17, Z18, Z19)
 	LOADX4(R12, Z20, Z21, Z22, Z23)
-	PAIRW(0, BX, Z8, Y8, Z10, Y10, Y24)
+	PAIRW(0, BX, Z8, Y8, Z10, X10)
 	ADDQ R8, BX
-	PAIRW(0, BX, Z9, Y9, Z11, Y11, Y24)
+	PAIRW(0, BX, Z9, Y9, Z11, X11)
 	SUBQ R8, BX
 	STEP8
 	ADDQ $68, BX
@@ -196,9 +225,9 @@ ttail:
 	LOADY4(R10, Y12, Y13, Y14, Y15)
 	LOADY4(R11, Y16, Y17, Y18, Y19)
 	LOADY4(R12, Y20, Y21, Y22, Y23)
-	TAILW(0, BX, Z8, Y8, Z10, Y10)
+	TAILW(0, BX, Z8, Y8, Z10, X10)
 	ADDQ R8, BX
-	TAILW(0, BX, Z9, Y9, Z11, Y11)
+	TAILW(0, BX, Z9, Y9, Z11, X11)
 	STEP8
 
 tsum:
