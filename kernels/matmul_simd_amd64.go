@@ -46,6 +46,7 @@ func init() {
 		matBF16Impl = matBF16Asm
 		if archsimd.X86.AVX512VNNI() {
 			matQ8_0ActImpl = matQ8_0VNNI
+			matQ4_0ActImpl = matQ4_0VNNI
 		}
 		implName = "avx512"
 	case archsimd.X86.AVX2() && archsimd.X86.FMA():

@@ -127,4 +127,13 @@ func TestVNNIDispatch(t *testing.T) {
 	if fmt.Sprintf("%p", matQ8_0ActImpl) != fmt.Sprintf("%p", actKernel(matQ8_0VNNI)) {
 		t.Error("matQ8_0ActImpl is not matQ8_0VNNI on a VNNI CPU")
 	}
+	if fmt.Sprintf("%p", matQ4_0ActImpl) != fmt.Sprintf("%p", actKernel(matQ4_0VNNI)) {
+		t.Error("matQ4_0ActImpl is not matQ4_0VNNI on a VNNI CPU")
+	}
+	for name, k := range map[string]matKernel{"F32": matF32Impl, "F16": matF16Impl, "BF16": matBF16Impl} {
+		want := map[string]matKernel{"F32": matF32Asm, "F16": matF16Asm, "BF16": matBF16Asm}[name]
+		if fmt.Sprintf("%p", k) != fmt.Sprintf("%p", want) {
+			t.Errorf("%s kernel is not the assembly one on an AVX-512 CPU", name)
+		}
+	}
 }
