@@ -155,32 +155,23 @@ GLOBL sumIdx<>(SB), RODATA|NOPTR, $64
 	VFMADD231PS Z16, Z14, Z6; \
 	VFMADD231PS Z16, Z15, Z7
 
-// DSTEPF is one chunk j..j+15 of the 8 F32 rows, each row's line 1 KiB
-// ahead prefetched into L2. Measured from DRAM (two 64 MiB weights, one
-// core): 8 rows with PREFETCHT1 (or T2) 512 B–2 KiB ahead ~28 GB/s, above a
-// plain sequential read (~25 GB/s); without prefetch ~24, PREFETCHT0 or NTA
-// 21–23, 4 rows 21, 8 rows unrolled ×2 no better. The price is paid when
-// the weight is already cached (768×768, L3: 74 GB/s against 87 without),
-// which decode of a model bigger than L3 never sees. Prefetches past the
-// last row never fault. (BF16 rows, half the bytes, measured best without:
-// bf16Dec8.)
+// DSTEPF is one chunk j..j+15 of the 8 F32 rows. The loop around it
+// prefetches the next 8 rows into L2 in memory order, one line per 64
+// bytes consumed (as f16Dec8 does). Measured from DRAM, one core: per-row
+// PREFETCHT1 1 KiB ahead gave ~28–29 GB/s on 8192-column rows but 24 GB/s
+// on the 110m model's 768-column ones (BenchmarkMatVecDRAM), where the
+// eight row streams share 4 KiB pages; the sequential stream gives 29 and
+// 27. Without prefetch ~24; PREFETCHT0 or NTA 21–23; 4 rows 21. Prefetches
+// past the last row never fault.
 #define DSTEPF \
 	VMOVUPS (SI)(R12*4), Z16; \
-	PREFETCHT1 1024(AX)(R12*4); \
 	VFMADD231PS (AX)(R12*4), Z16, Z0; \
-	PREFETCHT1 1024(BX)(R12*4); \
 	VFMADD231PS (BX)(R12*4), Z16, Z1; \
-	PREFETCHT1 1024(CX)(R12*4); \
 	VFMADD231PS (CX)(R12*4), Z16, Z2; \
-	PREFETCHT1 1024(DX)(R12*4); \
 	VFMADD231PS (DX)(R12*4), Z16, Z3; \
-	PREFETCHT1 1024(DI)(R12*4); \
 	VFMADD231PS (DI)(R12*4), Z16, Z4; \
-	PREFETCHT1 1024(R8)(R12*4); \
 	VFMADD231PS (R8)(R12*4), Z16, Z5; \
-	PREFETCHT1 1024(R9)(R12*4); \
 	VFMADD231PS (R9)(R12*4), Z16, Z6; \
-	PREFETCHT1 1024(R10)(R12*4); \
 	VFMADD231PS (R10)(R12*4), Z16, Z7
 
 // DTAILF is DSTEPF for the short last chunk.
@@ -815,9 +806,21 @@ TEXT ·f32Dec8(SB), NOSPLIT, $0-32
 	DPRO8(4)
 	ZERO4(Z0, Z1, Z2, Z3)
 	ZERO4(Z4, Z5, Z6, Z7)
+	MOVQ R14, R11 // the next 8 rows, prefetched in memory order (f16Dec8)
+	SHLQ $5, R11
+	ADDQ AX, R11
 	CMPQ R12, R13
 	JGE  tail
 loop:
+	PREFETCHT1 0(R11)
+	PREFETCHT1 64(R11)
+	PREFETCHT1 128(R11)
+	PREFETCHT1 192(R11)
+	PREFETCHT1 256(R11)
+	PREFETCHT1 320(R11)
+	PREFETCHT1 384(R11)
+	PREFETCHT1 448(R11)
+	ADDQ $512, R11
 	DSTEPF
 	ADDQ $16, R12
 	CMPQ R12, R13
@@ -846,9 +849,17 @@ TEXT ·bf16Dec8(SB), NOSPLIT, $0-32
 	DPRO8(2)
 	ZERO4(Z0, Z1, Z2, Z3)
 	ZERO4(Z4, Z5, Z6, Z7)
+	MOVQ R14, R11 // the next 8 rows, prefetched in memory order (f16Dec8)
+	SHLQ $4, R11
+	ADDQ AX, R11
 	CMPQ R12, R13
 	JGE  tail
 loop:
+	PREFETCHT1 0(R11)
+	PREFETCHT1 64(R11)
+	PREFETCHT1 128(R11)
+	PREFETCHT1 192(R11)
+	ADDQ $256, R11
 	DSTEPB
 	ADDQ $16, R12
 	CMPQ R12, R13

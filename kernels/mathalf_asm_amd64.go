@@ -103,7 +103,8 @@ func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *floa
 // f16Dec8 stores at dst[0:8] the 8 consecutive weight rows from w (row
 // stride cols) times the one input x, in 8 chains at once: the decode
 // kernel. Eight sequential weight streams measured fastest from DRAM (4 and
-// 16 were 20–30% slower; PREFETCHT0 1 KiB ahead was slower too).
+// 16 were 20–30% slower), with the next 8 rows prefetched in memory order
+// (see d8loop).
 //
 //go:noescape
 func f16Dec8(dst *float32, w *uint16, x *float32, cols int)
