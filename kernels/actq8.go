@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluicehq/sluice/tensor"
+)
 
 // actQ8 holds n activation rows quantized per 32-value block to int8 with one
 // float32 scale per block, the way llama.cpp quantizes activations to q8_0
@@ -65,26 +69,53 @@ func putAct(a *actQ8) {
 	}
 }
 
-// quantize fills a from x: (n, cols) row-major, cols a multiple of 32.
-func (a *actQ8) quantize(x []float32, n, cols int) {
+// quantize fills a from x: (n, cols) row-major, cols a multiple of 32: q and
+// d always, then the layout the kernels of weight type t read (p, c, d4 for
+// Q4_0; nc, dx for Q8_0). Building both cost a 15m prefill a tenth of its
+// time.
+func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
+	nb := n * cols / tile
+	a.q = grow(a.q, n*cols)
+	a.d = grow(a.d, nb)
+	x = x[:n*cols]
+	for b := range nb {
+		a.d[b] = quantizeBlockImpl(a.q[b*tile:(b+1)*tile], x[b*tile:(b+1)*tile])
+	}
+	switch t {
+	case tensor.Q8_0:
+		a.lanes(nb)
+	case tensor.Q4_0:
+		a.pairs(n, cols)
+	}
+}
+
+// lanes fills nc and dx from q and d (nb blocks).
+func (a *actQ8) lanes(nb int) {
+	a.nc = grow(a.nc, nb*8)
+	a.dx = grow(a.dx, nb*8)
+	for b := range nb {
+		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
+		for k := range 8 {
+			l := q[4*k : 4*k+4]
+			a.nc[8*b+k] = -128 * (int32(l[0]) + int32(l[1]) + int32(l[2]) + int32(l[3]))
+			a.dx[8*b+k] = d
+		}
+	}
+}
+
+// pairs fills p, c and d4 from q and d.
+func (a *actQ8) pairs(n, cols int) {
 	nb := n * cols / tile
 	rowPairs := (cols/tile + 1) / 2
 	np := n * rowPairs // pairs in all rows
-	a.q = grow(a.q, n*cols)
-	a.d = grow(a.d, nb)
 	a.p = grow(a.p, 2*tile*np)
 	a.c = grow(a.c, 8*np)
 	a.d4 = grow(a.d4, 8*np)
-	a.nc = grow(a.nc, n*cols/4)
-	a.dx = grow(a.dx, n*cols/4)
 	clear(a.p) // the empty halves of odd last blocks
 	clear(a.c)
 	clear(a.d4)
-	x = x[:n*cols]
 	for b := range nb {
-		q := a.q[b*tile : (b+1)*tile]
-		d := quantizeBlockImpl(q, x[b*tile:(b+1)*tile])
-		a.d[b] = d
+		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
 		// Block b is block rb of its row, half h of pair pr.
 		row, rb := b/(cols/tile), b%(cols/tile)
 		pr, h := row*rowPairs+rb/2, rb%2
@@ -97,11 +128,6 @@ func (a *actQ8) quantize(x []float32, n, cols int) {
 			}
 			a.c[8*pr+4*h+k] = 8 * s
 			a.d4[8*pr+4*h+k] = d
-		}
-		for k := range 8 {
-			l := q[4*k : 4*k+4]
-			a.nc[8*b+k] = -128 * (int32(l[0]) + int32(l[1]) + int32(l[2]) + int32(l[3]))
-			a.dx[8*b+k] = d
 		}
 	}
 }

@@ -89,7 +89,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 			j.xq = getAct()
 			defer putAct(j.xq)
 		}
-		j.xq.quantize(x, n, w.Cols)
+		j.xq.quantize(x, n, w.Cols, w.DType)
 	}
 	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
 	if p == nil || p.threads == 1 || parts == 1 {

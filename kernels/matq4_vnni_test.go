@@ -85,7 +85,7 @@ func q4VNNIActs(r *rand.Rand, n, cols int, special bool) *actQ8 {
 		}
 	}
 	a := new(actQ8)
-	a.quantize(x, n, cols)
+	a.quantize(x, n, cols, tensor.Q4_0)
 	return a
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"simd/archsimd"
+
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // randomQ8_0 returns rows×cols of Q8_0 blocks with random bytes, the scales
@@ -58,7 +60,7 @@ func TestMatQ8_0VNNI(t *testing.T) {
 						clear(x[cols : cols+tile]) // a zero block: scale 0
 					}
 					var xq actQ8
-					xq.quantize(x, n, cols)
+					xq.quantize(x, n, cols, tensor.Q8_0)
 					for _, span := range [][2]int{{0, rows}, {rows / 2, rows}, {1, max(1, rows-1)}} {
 						lo, hi := span[0], span[1]
 						if lo >= hi {
@@ -103,7 +105,7 @@ func BenchmarkQ8_0Kernels(b *testing.B) {
 			x[j] = float32(r.NormFloat64())
 		}
 		var xq actQ8
-		xq.quantize(x, c.n, c.cols)
+		xq.quantize(x, c.n, c.cols, tensor.Q8_0)
 		dst := make([]float32, c.n*c.rows)
 		for _, k := range []struct {
 			name string

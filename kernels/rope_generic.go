@@ -10,8 +10,14 @@ func ropeAngle(pos int32, i, ropeDim int, base float32) (cos, sin float32) {
 }
 
 func ropeGeneric(x []float32, pos int32, heads, headDim, ropeDim int, base float32, style RopeStyle) {
+	cs := ropeAngles(pos, ropeDim, base)
 	for i := 0; i < ropeDim; i += 2 {
-		fcr, fci := ropeAngle(pos, i, ropeDim, base)
+		var fcr, fci float32
+		if cs != nil {
+			fcr, fci = cs[i], cs[i+1]
+		} else {
+			fcr, fci = ropeAngle(pos, i, ropeDim, base)
+		}
 		a, b := i, i+1
 		if style == RopeHalf {
 			a, b = i/2, i/2+ropeDim/2
