@@ -48,8 +48,8 @@ type asmTile[E float32 | uint16] func(dst *float32, dstStride uintptr, w0, w1, w
 // stride cols) times the one input x.
 type asmDec8[E float32 | uint16] func(dst *float32, w *E, x *float32, cols int)
 
-// matTilesAsm is the matKernel loop shared by F32 and BF16 over the weight
-// elements we (size bytes each).
+// matTilesAsm is the matKernel loop shared by F32, F16 and BF16 over the
+// weight elements we (size bytes each).
 func matTilesAsm[E float32 | uint16](we []E, size int, tiles *[7]asmTile[E], dec8 asmDec8[E],
 	dst []float32, x []float32, n, rows, cols, lo, hi int) {
 	if n <= 0 || lo >= hi {

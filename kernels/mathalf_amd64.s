@@ -1,6 +1,7 @@
 //go:build goexperiment.simd && amd64 && !purego
 
 #include "textflag.h"
+#include "tiles_amd64.h"
 
 // F16 matrix tiles (mathalf_asm_amd64.go has the Go side and the contract).
 // Every output is one 16-lane float32 chain over its weight row,
@@ -15,28 +16,6 @@
 // inputs, R12 j (elements), R13 the end of the full chunks, R14 cols, R15 nr.
 // K1 masks the short last chunk's lanes, K2 the sums to store.
 
-// Lanes 0, 4, 8, 12: where RED4 leaves its four sums.
-DATA halfSumIdx<>+0(SB)/4, $0
-DATA halfSumIdx<>+4(SB)/4, $4
-DATA halfSumIdx<>+8(SB)/4, $8
-DATA halfSumIdx<>+12(SB)/4, $12
-DATA halfSumIdx<>+16(SB)/4, $0
-DATA halfSumIdx<>+20(SB)/4, $0
-DATA halfSumIdx<>+24(SB)/4, $0
-DATA halfSumIdx<>+28(SB)/4, $0
-DATA halfSumIdx<>+32(SB)/4, $0
-DATA halfSumIdx<>+36(SB)/4, $0
-DATA halfSumIdx<>+40(SB)/4, $0
-DATA halfSumIdx<>+44(SB)/4, $0
-DATA halfSumIdx<>+48(SB)/4, $0
-DATA halfSumIdx<>+52(SB)/4, $0
-DATA halfSumIdx<>+56(SB)/4, $0
-DATA halfSumIdx<>+60(SB)/4, $0
-GLOBL halfSumIdx<>(SB), RODATA|NOPTR, $64
-
-// ZERO4 zeroes four accumulators.
-#define ZERO4(a0, a1, a2, a3) VPXORD a0, a0, a0; VPXORD a1, a1, a1; VPXORD a2, a2, a2; VPXORD a3, a3, a3
-
 // LDW converts the four weight rows' halves j..j+15 (full chunk).
 #define LDW \
 	VCVTPH2PS (AX)(R12*2), Z24; \
@@ -50,61 +29,6 @@ GLOBL halfSumIdx<>(SB), RODATA|NOPTR, $64
 	VMOVDQU16.Z (BX)(R12*2), K1, Y29; VCVTPH2PS Y29, Z25; \
 	VMOVDQU16.Z (CX)(R12*2), K1, Y29; VCVTPH2PS Y29, Z26; \
 	VMOVDQU16.Z (DX)(R12*2), K1, Y29; VCVTPH2PS Y29, Z27
-
-// FMA4 adds the four rows times Z28 into a0..a3.
-#define FMA4(a0, a1, a2, a3) \
-	VFMADD231PS Z28, Z24, a0; \
-	VFMADD231PS Z28, Z25, a1; \
-	VFMADD231PS Z28, Z26, a2; \
-	VFMADD231PS Z28, Z27, a3
-
-// STEP is one input's x[j:j+16] (at xp) against the four rows.
-#define STEP(xp, a0, a1, a2, a3) VMOVUPS (xp)(R12*4), Z28; FMA4(a0, a1, a2, a3)
-
-// STEPT is STEP for the short last chunk.
-#define STEPT(xp, a0, a1, a2, a3) VMOVUPS.Z (xp)(R12*4), K1, Z28; FMA4(a0, a1, a2, a3)
-
-// RED4 sums a0..a3 each by hsum16's tree (all four at once, lane for lane
-// the same additions) and stores the first K2 of the four sums at dp.
-// Needs the index vector in Z24.
-#define RED4(a0, a1, a2, a3, dp) \
-	VSHUFF32X4 $0x44, a1, a0, Z29; \
-	VSHUFF32X4 $0xEE, a1, a0, Z30; \
-	VADDPS Z30, Z29, Z29; \
-	VSHUFF32X4 $0x44, a3, a2, Z30; \
-	VSHUFF32X4 $0xEE, a3, a2, Z31; \
-	VADDPS Z31, Z30, Z30; \
-	VSHUFF32X4 $0x88, Z30, Z29, Z31; \
-	VSHUFF32X4 $0xDD, Z30, Z29, Z29; \
-	VADDPS Z29, Z31, Z29; \
-	VPERMILPS $0x4E, Z29, Z30; \
-	VADDPS Z30, Z29, Z29; \
-	VPERMILPS $0xB1, Z29, Z30; \
-	VADDPS Z30, Z29, Z29; \
-	VPERMPS Z29, Z24, Z29; \
-	VMOVUPS X29, K2, (dp)
-
-// MASKS sets R13 to the end of the full chunks (cols R14 rounded down to
-// 16), K1 to the tail's lanes (cols%16 low bits) and K2 to the first R15
-// (nr) of 4 sums; it zeroes R12 (j) and clobbers CX.
-#define MASKS \
-	MOVQ R14, R13; \
-	ANDQ $~15, R13; \
-	MOVQ R14, CX; \
-	SUBQ R13, CX; \
-	MOVL $1, R12; \
-	SHLL CX, R12; \
-	DECL R12; \
-	KMOVW R12, K1; \
-	MOVQ R15, CX; \
-	MOVL $1, R12; \
-	SHLL CX, R12; \
-	DECL R12; \
-	KMOVW R12, K2; \
-	XORQ R12, R12
-
-// NEXTX sets to = from + cols floats (the next input's row of x).
-#define NEXTX(from, to) LEAQ (from)(R14*4), to
 
 // The decode kernel: Z0–Z7 accumulators, Z8–Z15 converted weights, Z16 x.
 // DPRO8, given w in AX and cols in R14, sets BX CX DX DI R8 R9 R10 to the
@@ -166,286 +90,17 @@ GLOBL halfSumIdx<>(SB), RODATA|NOPTR, $64
 // tile: same chain, same bits) and inputs x, x+cols, …, x+(C−1)·cols, the
 // sums dst[c·dstStride + r] for r < nr (dstStride in bytes).
 
-// func f16Tile4x1(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x1(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	ZERO4(Z0, Z1, Z2, Z3)
-	CMPQ R12, R13
-	JGE  tail1
-loop1:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop1
-tail1:
-	CMPQ R12, R14
-	JGE  done1
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-done1:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	RED4(Z0, Z1, Z2, Z3, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x1, LDW, LDWT, XP1, ZR1, ST1, STT1, RD1)
 
-// func f16Tile4x2(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x2(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	NEXTX(SI, DI)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	CMPQ R12, R13
-	JGE  tail2
-loop2:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	STEP(DI, Z4, Z5, Z6, Z7)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop2
-tail2:
-	CMPQ R12, R14
-	JGE  done2
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-	STEPT(DI, Z4, Z5, Z6, Z7)
-done2:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ R8, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x2, LDW, LDWT, XP2, ZR2, ST2, STT2, RD2)
 
-// func f16Tile4x3(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x3(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	NEXTX(SI, DI)
-	NEXTX(DI, R8)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	ZERO4(Z8, Z9, Z10, Z11)
-	CMPQ R12, R13
-	JGE  tail3
-loop3:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	STEP(DI, Z4, Z5, Z6, Z7)
-	STEP(R8, Z8, Z9, Z10, Z11)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop3
-tail3:
-	CMPQ R12, R14
-	JGE  done3
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-	STEPT(DI, Z4, Z5, Z6, Z7)
-	STEPT(R8, Z8, Z9, Z10, Z11)
-done3:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ R8, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	ADDQ R8, DI
-	RED4(Z8, Z9, Z10, Z11, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x3, LDW, LDWT, XP3, ZR3, ST3, STT3, RD3)
 
-// func f16Tile4x4(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x4(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	NEXTX(SI, DI)
-	NEXTX(DI, R8)
-	NEXTX(R8, R9)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-	CMPQ R12, R13
-	JGE  tail4
-loop4:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	STEP(DI, Z4, Z5, Z6, Z7)
-	STEP(R8, Z8, Z9, Z10, Z11)
-	STEP(R9, Z12, Z13, Z14, Z15)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop4
-tail4:
-	CMPQ R12, R14
-	JGE  done4
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-	STEPT(DI, Z4, Z5, Z6, Z7)
-	STEPT(R8, Z8, Z9, Z10, Z11)
-	STEPT(R9, Z12, Z13, Z14, Z15)
-done4:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ R8, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	ADDQ R8, DI
-	RED4(Z8, Z9, Z10, Z11, DI)
-	ADDQ R8, DI
-	RED4(Z12, Z13, Z14, Z15, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x4, LDW, LDWT, XP4, ZR4, ST4, STT4, RD4)
 
-// func f16Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x5(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	NEXTX(SI, DI)
-	NEXTX(DI, R8)
-	NEXTX(R8, R9)
-	NEXTX(R9, R10)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-	ZERO4(Z16, Z17, Z18, Z19)
-	CMPQ R12, R13
-	JGE  tail5
-loop5:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	STEP(DI, Z4, Z5, Z6, Z7)
-	STEP(R8, Z8, Z9, Z10, Z11)
-	STEP(R9, Z12, Z13, Z14, Z15)
-	STEP(R10, Z16, Z17, Z18, Z19)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop5
-tail5:
-	CMPQ R12, R14
-	JGE  done5
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-	STEPT(DI, Z4, Z5, Z6, Z7)
-	STEPT(R8, Z8, Z9, Z10, Z11)
-	STEPT(R9, Z12, Z13, Z14, Z15)
-	STEPT(R10, Z16, Z17, Z18, Z19)
-done5:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ R8, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	ADDQ R8, DI
-	RED4(Z8, Z9, Z10, Z11, DI)
-	ADDQ R8, DI
-	RED4(Z12, Z13, Z14, Z15, DI)
-	ADDQ R8, DI
-	RED4(Z16, Z17, Z18, Z19, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x5, LDW, LDWT, XP5, ZR5, ST5, STT5, RD5)
 
-// func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
-TEXT ·f16Tile4x6(SB), NOSPLIT, $0-72
-	MOVQ cols+56(FP), R14
-	MOVQ nr+64(FP), R15
-	MASKS
-	MOVQ w0+16(FP), AX
-	MOVQ w1+24(FP), BX
-	MOVQ w2+32(FP), CX
-	MOVQ w3+40(FP), DX
-	MOVQ x+48(FP), SI
-	NEXTX(SI, DI)
-	NEXTX(DI, R8)
-	NEXTX(R8, R9)
-	NEXTX(R9, R10)
-	NEXTX(R10, R11)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-	ZERO4(Z16, Z17, Z18, Z19)
-	ZERO4(Z20, Z21, Z22, Z23)
-	CMPQ R12, R13
-	JGE  tail6
-loop6:
-	LDW
-	STEP(SI, Z0, Z1, Z2, Z3)
-	STEP(DI, Z4, Z5, Z6, Z7)
-	STEP(R8, Z8, Z9, Z10, Z11)
-	STEP(R9, Z12, Z13, Z14, Z15)
-	STEP(R10, Z16, Z17, Z18, Z19)
-	STEP(R11, Z20, Z21, Z22, Z23)
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop6
-tail6:
-	CMPQ R12, R14
-	JGE  done6
-	LDWT
-	STEPT(SI, Z0, Z1, Z2, Z3)
-	STEPT(DI, Z4, Z5, Z6, Z7)
-	STEPT(R8, Z8, Z9, Z10, Z11)
-	STEPT(R9, Z12, Z13, Z14, Z15)
-	STEPT(R10, Z16, Z17, Z18, Z19)
-	STEPT(R11, Z20, Z21, Z22, Z23)
-done6:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ R8, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	ADDQ R8, DI
-	RED4(Z8, Z9, Z10, Z11, DI)
-	ADDQ R8, DI
-	RED4(Z12, Z13, Z14, Z15, DI)
-	ADDQ R8, DI
-	RED4(Z16, Z17, Z18, Z19, DI)
-	ADDQ R8, DI
-	RED4(Z20, Z21, Z22, Z23, DI)
-	VZEROUPPER
-	RET
+TILE(·f16Tile4x6, LDW, LDWT, XP6, ZR6, ST6, STT6, RD6)
 
 // f16Dec8 is the decode kernel: 8 consecutive weight rows from w (stride
 // cols) against one input, storing 8 sums at dst: 8 chains in flight, 8
@@ -485,7 +140,7 @@ d8tail:
 	JGE  d8done
 	DTAIL8
 d8done:
-	VMOVDQU32 halfSumIdx<>(SB), Z24
+	VMOVDQU32 sumIdx<>(SB), Z24
 	MOVQ dst+0(FP), DI
 	RED4(Z0, Z1, Z2, Z3, DI)
 	ADDQ $16, DI

@@ -24,54 +24,11 @@ func matF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) 
 		matF16Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	if n <= 0 || lo >= hi {
-		return
-	}
-	// The assembly trusts its pointers: check everything it will touch once,
-	// here, panicking as the Go kernels' own indexing would. Index, not
-	// slice, expressions: a slice expression may reach past len into cap.
-	_ = wh[hi*cols-1]
-	_ = x[n*cols-1]
-	_ = dst[(n-1)*rows+hi-1]
-	wh = wh[lo*cols : hi*cols]
-	stride := uintptr(rows) * 4
-
-	// rowPtr is weight row r (lo ≤ r < hi) or, for a tile's missing rows,
-	// the last real one again: the same chain computed twice, not stored.
-	rowPtr := func(r, last int) *uint16 {
-		return &wh[(min(r, last)-lo)*cols]
-	}
-	if n == 1 {
-		// Decode: 8 rows at a time (8 chains, 8 weight streams), then
-		// 4-row tiles for the rest.
-		r := lo
-		for ; r+8 <= hi; r += 8 {
-			f16Dec8(&dst[r], rowPtr(r, r), &x[0], cols)
-		}
-		for ; r < hi; r += 4 {
-			last := min(r+4, hi) - 1
-			f16Tile4x1(&dst[r], stride, rowPtr(r, last), rowPtr(r+1, last), rowPtr(r+2, last), rowPtr(r+3, last),
-				&x[0], cols, last-r+1)
-		}
-		return
-	}
-	// Blocks of rows stay in L2 while every input tile passes (rowBlock).
-	step := max(4, rowBlock(2*cols)&^3)
-	for r0 := lo; r0 < hi; r0 += step {
-		r1 := min(r0+step, hi)
-		for i := 0; i < n; i += 6 {
-			tile := f16Tiles[min(6, n-i)]
-			for r := r0; r < r1; r += 4 {
-				last := min(r+4, r1) - 1
-				tile(&dst[i*rows+r], stride, rowPtr(r, last), rowPtr(r+1, last), rowPtr(r+2, last), rowPtr(r+3, last),
-					&x[i*cols], cols, last-r+1)
-			}
-		}
-	}
+	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, dst, x, n, rows, cols, lo, hi)
 }
 
-// f16Tiles[C] is the 4×C tile.
-var f16Tiles = [...]func(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int){
+// f16Tiles[C] is the 4×C tile (asmTile's contract).
+var f16Tiles = [7]asmTile[uint16]{
 	1: f16Tile4x1, 2: f16Tile4x2, 3: f16Tile4x3, 4: f16Tile4x4, 5: f16Tile4x5, 6: f16Tile4x6,
 }
 
