@@ -74,26 +74,51 @@ func putAct(a *actQ8) {
 // Q4_0; nc, dx for Q8_0). Building both cost a 15m prefill a tenth of its
 // time.
 func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
+	a.prepare(n, cols, t)
+	a.rows(x, cols, t, 0, n)
+}
+
+// prepare sizes a for n rows of cols values for weight type t (and zeroes
+// what rows does not write), so that rows may then run on disjoint row
+// ranges concurrently.
+func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	nb := n * cols / tile
 	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, nb)
-	x = x[:n*cols]
-	for b := range nb {
+	switch t {
+	case tensor.Q8_0:
+		a.nc = grow(a.nc, nb*8)
+		a.dx = grow(a.dx, nb*8)
+	case tensor.Q4_0:
+		np := n * ((cols/tile + 1) / 2) // pairs in all rows
+		a.p = grow(a.p, 2*tile*np)
+		a.c = grow(a.c, 8*np)
+		a.d4 = grow(a.d4, 8*np)
+		clear(a.p) // the empty halves of odd last blocks
+		clear(a.c)
+		clear(a.d4)
+	}
+}
+
+// rows quantizes input rows [lo,hi) of x (cols values each) into a,
+// prepared for type t.
+func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
+	bpr := cols / tile // blocks per row
+	b0, b1 := lo*bpr, hi*bpr
+	for b := b0; b < b1; b++ {
 		a.d[b] = quantizeBlockImpl(a.q[b*tile:(b+1)*tile], x[b*tile:(b+1)*tile])
 	}
 	switch t {
 	case tensor.Q8_0:
-		a.lanes(nb)
+		a.lanes(b0, b1)
 	case tensor.Q4_0:
-		a.pairs(n, cols)
+		a.pairs(cols, b0, b1)
 	}
 }
 
-// lanes fills nc and dx from q and d (nb blocks).
-func (a *actQ8) lanes(nb int) {
-	a.nc = grow(a.nc, nb*8)
-	a.dx = grow(a.dx, nb*8)
-	for b := range nb {
+// lanes fills nc and dx of blocks [b0,b1) from q and d.
+func (a *actQ8) lanes(b0, b1 int) {
+	for b := b0; b < b1; b++ {
 		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
 		for k := range 8 {
 			l := q[4*k : 4*k+4]
@@ -103,18 +128,10 @@ func (a *actQ8) lanes(nb int) {
 	}
 }
 
-// pairs fills p, c and d4 from q and d.
-func (a *actQ8) pairs(n, cols int) {
-	nb := n * cols / tile
+// pairs fills p, c and d4 for blocks [b0,b1) (whole rows) from q and d.
+func (a *actQ8) pairs(cols, b0, b1 int) {
 	rowPairs := (cols/tile + 1) / 2
-	np := n * rowPairs // pairs in all rows
-	a.p = grow(a.p, 2*tile*np)
-	a.c = grow(a.c, 8*np)
-	a.d4 = grow(a.d4, 8*np)
-	clear(a.p) // the empty halves of odd last blocks
-	clear(a.c)
-	clear(a.d4)
-	for b := range nb {
+	for b := b0; b < b1; b++ {
 		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
 		// Block b is block rb of its row, half h of pair pr.
 		row, rb := b/(cols/tile), b%(cols/tile)

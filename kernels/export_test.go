@@ -8,12 +8,13 @@ import "time"
 // PureGo reports the purego build tag.
 const PureGo = pureGo
 
-// SetParallelMinMACs changes the work threshold below which MatMul stays on
-// one thread and returns a func restoring it. Tests use 1 to force splitting.
+// SetParallelMinMACs changes the work thresholds below which MatMul stays
+// on one thread (the product, and quantizing its activations) and returns a
+// func restoring them. Tests use 1 to force splitting.
 func SetParallelMinMACs(v int) (restore func()) {
-	old := parallelMinMACs
-	parallelMinMACs = v
-	return func() { parallelMinMACs = old }
+	old, oldQ := parallelMinMACs, parallelMinQuant
+	parallelMinMACs, parallelMinQuant = v, v
+	return func() { parallelMinMACs, parallelMinQuant = old, oldQ }
 }
 
 // SetPoolSpin changes how long Pool helpers and callers poll before parking

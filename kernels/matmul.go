@@ -89,7 +89,16 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 			j.xq = getAct()
 			defer putAct(j.xq)
 		}
-		j.xq.quantize(x, n, w.Cols, w.DType)
+		j.xq.prepare(n, w.Cols, w.DType)
+		if p != nil && p.threads > 1 && n > 1 && n*w.Cols >= parallelMinQuant {
+			// A prompt chunk's activations, split by input row: done by
+			// the caller alone it was the largest serial part of a
+			// two-thread prefill.
+			p.mat = j
+			p.forLocked(n, p.threads, p.quantFn)
+		} else {
+			j.xq.rows(x, w.Cols, w.DType, 0, n)
+		}
 	}
 	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
 	if p == nil || p.threads == 1 || parts == 1 {
@@ -120,6 +129,13 @@ type matJob struct {
 	w             []byte
 	n, rows, cols int
 }
+
+// quant quantizes input rows [lo,hi) of the call's activations.
+func (j *matJob) quant(lo, hi int) { j.xq.rows(j.x, j.cols, j.dt, lo, hi) }
+
+// parallelMinQuant is the least activation count worth quantizing on more
+// than one thread (a var for tests).
+var parallelMinQuant = 1 << 14
 
 func (j *matJob) run(lo, hi int) {
 	if j.ak != nil {

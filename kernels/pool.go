@@ -36,8 +36,9 @@ type Pool struct {
 	fn       func(lo, hi int)
 
 	// Preallocated jobs so MatMul does not build a closure (an allocation) per call.
-	mat   matJob
-	matFn func(lo, hi int)
+	mat     matJob
+	matFn   func(lo, hi int)
+	quantFn func(lo, hi int)
 
 	// act is the quantized-activation scratch of int8-activation MatMuls
 	// (grown on demand, reused while p.mu is held).
@@ -64,6 +65,7 @@ func NewPool(threads int) *Pool {
 	}
 	p := &Pool{threads: threads, helpers: make([]poolHelper, threads-1)}
 	p.matFn = p.mat.run
+	p.quantFn = p.mat.quant
 	p.exited.Add(threads - 1)
 	for k := range p.helpers {
 		p.helpers[k].wake = make(chan struct{}, 1)
