@@ -22,6 +22,10 @@
 //     element's operation order depends only on the shapes, never on n or the
 //     thread split. Building with the `purego` tag excludes them; Impl reports
 //     which set is active ("generic", "avx2" or "avx512").
+//   - On AVX-512 the matrix kernels are Go assembly under the same build tags
+//     (VNNI VPDPBUSD, VCVTPH2PS and prefetch, which archsimd lacks), each
+//     bit-identical to the archsimd kernel it replaces, which the tests use
+//     as its oracle (see docs/ARCHITECTURE.md, "Assembly under the same tags").
 //
 // # Float recipe shared with kernels/ref
 //
