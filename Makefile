@@ -38,6 +38,7 @@ test-simd:
 
 test-race:
 	$(GO) test -count=1 -race -short $(PKGS)
+	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./decode/...
 
 test-all: test test-purego test-simd test-race
 

@@ -15,32 +15,47 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 func main() {
 	threads := flag.Int("threads", 1, "goroutines reading in parallel (each pinned to an OS thread)")
 	mib := flag.Int("mib", 1024, "buffer size in MiB; make it far larger than the L3 cache")
 	passes := flag.Int("passes", 5, "timed passes over the buffer; the best is reported")
+	huge := flag.Bool("huge", true, "read anonymous memory advised MADV_HUGEPAGE, as sluice's RAM tier holds weights (false: the Go heap, 4 KiB pages)")
 	flag.Parse()
 	if *threads < 1 || *mib < 64 || *passes < 1 {
 		fmt.Fprintln(os.Stderr, "streamread: want -threads ≥ 1, -mib ≥ 64, -passes ≥ 1")
 		os.Exit(2)
 	}
 	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), *threads))
-	buf := make([]uint64, *mib<<20/8)
+	var buf []uint64
+	if *huge {
+		b, err := syscall.Mmap(-1, 0, *mib<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streamread: mmap:", err)
+			os.Exit(1)
+		}
+		_ = syscall.Madvise(b, 14) // MADV_HUGEPAGE
+		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
+	} else {
+		buf = make([]uint64, *mib<<20/8)
+	}
 	for i := range buf { // touch every page so the timed passes do not fault
 		buf[i] = uint64(i)
 	}
 	n := len(buf)
 	per := (n / *threads) &^ 7
 	res := struct {
+		Huge    bool      `json:"huge_pages"`
 		Threads int       `json:"threads"`
 		Bytes   int64     `json:"bytes"`
 		GBs     float64   `json:"gb_s"`
 		Passes  []float64 `json:"passes"`
 		Sink    uint64    `json:"sink"`
-	}{Threads: *threads, Bytes: int64(per) * int64(*threads) * 8}
+	}{Huge: *huge, Threads: *threads, Bytes: int64(per) * int64(*threads) * 8}
 	sums := make([]uint64, *threads*8) // one cache line per worker
 	for range *passes + 1 {            // the first pass warms up and is not kept
 		var wg sync.WaitGroup
