@@ -110,11 +110,18 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	}
 	switch t {
 	case tensor.Q8_0:
-		a.lanes(b0, b1)
+		lanesImpl(a, b0, b1)
 	case tensor.Q4_0:
-		a.pairs(cols, b0, b1)
+		pairsImpl(a, cols, b0, b1)
 	}
 }
+
+// lanesImpl and pairsImpl are (*actQ8).lanes and pairs or vector versions
+// writing the same values (set from an init() in actq8_simd_amd64.go).
+var (
+	lanesImpl = (*actQ8).lanes
+	pairsImpl = (*actQ8).pairs
+)
 
 // lanes fills nc and dx of blocks [b0,b1) from q and d.
 func (a *actQ8) lanes(b0, b1 int) {
