@@ -12,9 +12,9 @@ const PureGo = pureGo
 // on one thread (the product, and quantizing its activations) and returns a
 // func restoring them. Tests use 1 to force splitting.
 func SetParallelMinMACs(v int) (restore func()) {
-	old, oldQ := parallelMinMACs, parallelMinQuant
-	parallelMinMACs, parallelMinQuant = v, v
-	return func() { parallelMinMACs, parallelMinQuant = old, oldQ }
+	old, oldQ, oldR := parallelMinMACs, parallelMinQuant, parallelMinRows
+	parallelMinMACs, parallelMinQuant, parallelMinRows = v, v, v
+	return func() { parallelMinMACs, parallelMinQuant, parallelMinRows = old, oldQ, oldR }
 }
 
 // SetPoolSpin changes how long Pool helpers and callers poll before parking

@@ -39,6 +39,8 @@ type Pool struct {
 	mat     matJob
 	matFn   func(lo, hi int)
 	quantFn func(lo, hi int)
+	row     rowJob
+	rowFn   func(lo, hi int)
 
 	// act is the quantized-activation scratch of int8-activation MatMuls
 	// (grown on demand, reused while p.mu is held).
@@ -66,6 +68,7 @@ func NewPool(threads int) *Pool {
 	p := &Pool{threads: threads, helpers: make([]poolHelper, threads-1)}
 	p.matFn = p.mat.run
 	p.quantFn = p.mat.quant
+	p.rowFn = p.row.run
 	p.exited.Add(threads - 1)
 	for k := range p.helpers {
 		p.helpers[k].wake = make(chan struct{}, 1)

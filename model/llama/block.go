@@ -110,9 +110,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 
 	x := st.Hidden[:n*dim]
 	xb := st.Scratch(sXB, n*dim)
-	for r := range n {
-		kernels.RMSNorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], attnNorm, a.Eps)
-	}
+	kernels.RMSNormRows(m.pool, xb, x, n, attnNorm, a.Eps)
 	q, k, v := st.Scratch(sQ, n*qd), st.Scratch(sK, n*kvd), st.Scratch(sV, n*kvd)
 	kernels.MatMul(m.pool, q, wq, xb, n)
 	kernels.MatMul(m.pool, k, wk, xb, n)
@@ -122,11 +120,9 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		applyAll(ad.k, m.pool, st, k, xb, n)
 		applyAll(ad.v, m.pool, st, v, xb, n)
 	}
-	for r := range n {
-		pos := st.Batch.Positions[r]
-		kernels.RoPE(q[r*qd:(r+1)*qd], pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
-		kernels.RoPE(k[r*kvd:(r+1)*kvd], pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
-	}
+	pos := st.Batch.Positions[:n]
+	kernels.RoPERows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+	kernels.RoPERows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
 
@@ -143,7 +139,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	if ad != nil {
 		applyAll(ad.o, m.pool, st, xb2, att, n)
 	}
-	kernels.Add(x, xb2)
+	kernels.AddRows(m.pool, x, xb2[:n*dim], n)
 
 	// MLP: x += down(silu(gate(xn)) * up(xn)).
 	ffnNorm, p2, err := model.Vector(ctx, w, l.FFNNorm, &normBuf)
@@ -151,9 +147,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		return err
 	}
 	pins.add(p2)
-	for r := range n {
-		kernels.RMSNorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ffnNorm, a.Eps)
-	}
+	kernels.RMSNormRows(m.pool, xb, x, n, ffnNorm, a.Eps)
 	wg, err := pins.matrix(ctx, w, l.Gate)
 	if err != nil {
 		return err
@@ -173,11 +167,11 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		applyAll(ad.gate, m.pool, st, hb, xb, n)
 		applyAll(ad.up, m.pool, st, hb2, xb, n)
 	}
-	kernels.SwiGLU(hb, hb, hb2)
+	kernels.SwiGLURows(m.pool, hb[:n*a.Hidden], hb, hb2, n)
 	kernels.MatMul(m.pool, xb, wd, hb, n)
 	if ad != nil {
 		applyAll(ad.down, m.pool, st, xb, hb, n)
 	}
-	kernels.Add(x, xb)
+	kernels.AddRows(m.pool, x, xb[:n*dim], n)
 	return nil
 }
