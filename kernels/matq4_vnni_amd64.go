@@ -58,7 +58,14 @@ func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	xs := np * 8 // c and d4 elements per input; p has 8·xs bytes per input
 
 	if n == 1 {
-		q4VNNIRows(&w[0], rb, hi-lo, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo])
+		// Rows r and r+h together: two chains, two far-apart streams.
+		h := (hi - lo) / 2
+		if h > 0 {
+			q4VNNIRowsFar(&w[0], h*rb, h, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo], 4*h)
+		}
+		if 2*h < hi-lo {
+			q4VNNIRows(&w[2*h*rb], rb, 1, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo+2*h])
+		}
 		return
 	}
 	const tileRows, tileInputs = 3, 4
@@ -95,6 +102,12 @@ func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 //
 //go:noescape
 func q4VNNITile(w *byte, rb int, p *int8, c *int32, d *float32, xs, npf, odd int, dst *float32, ds int, sc *float32)
+
+// q4VNNIRowsFar computes rows r and r+far/rb (far bytes apart) for r in
+// [0,nr), storing row r at dst[r] and the other at dst[r]+dfar bytes.
+//
+//go:noescape
+func q4VNNIRowsFar(w *byte, far, nr int, p *int8, c *int32, d *float32, npf, odd int, dst *float32, dfar int)
 
 // q4VNNIRows computes nr consecutive weight rows (npf full pairs of blocks,
 // then one odd block when odd = 1; rb bytes each) against one input, storing

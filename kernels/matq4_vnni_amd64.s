@@ -101,10 +101,11 @@
 	VADDSS        X8, X7, X7
 
 // Row kernel: nr consecutive weight rows × 1 input, outputs to dst[0..nr).
-// Rows go one at a time: a single sequential weight stream. Two rows at a
-// time (two streams rb apart, two FMA chains) measured 2.7× slower with the
-// weights in DRAM (7 vs 19 GB/s) though no faster in L3, and a software
-// prefetch did not help it. One row runs near its FMA chain's bound (4
+// Rows go one at a time: a single sequential weight stream. Two adjacent
+// rows at a time (two streams rb apart, two FMA chains) measured 2.7× slower
+// with the weights in DRAM (7 vs 19 GB/s) though no faster in L3, and a
+// software prefetch did not help it; two rows far apart do help (see
+// q4VNNIRowsFar, decode's kernel now; this one serves the leftovers). One row runs near its FMA chain's bound (4
 // cycles a pair of blocks, 36 weight bytes): about 5.2 cycles, ~25 GB/s at
 // 3.7 GHz, about what one core streams from DRAM. Unrolling two pairs, the
 // two VPDPBUSD in parallel chains, or table-lookup scales were no faster.
@@ -155,6 +156,70 @@ rowsstore:
 	JNZ    rowsrow
 
 rowsdone:
+	VZEROUPPER
+	RET
+
+// Two-row kernel: rows r and r+h (far apart, each its own sequential weight
+// stream in its own pages, so the hardware prefetchers follow both; two
+// adjacent rows' interleaved accesses within one page they do not) × 1
+// input, for r in [0,nr); outputs to dst[r] and dst[r+h]. Two FMA chains
+// overlap the per-pair latency that bounds the one-row kernel.
+//	DI row r (row r+h at +R12 = h·rb), SI/R9/R10 the input (reset per row),
+//	CX pair counter, DX rows left, AX dst (row r+h's at +R14 = 4h).
+
+// func q4VNNIRowsFar(w *byte, far, nr int, p *int8, c *int32, d *float32, npf, odd int, dst *float32, dfar int)
+TEXT ·q4VNNIRowsFar(SB), NOSPLIT, $0-80
+	MOVQ w+0(FP), DI
+	MOVQ far+8(FP), R12
+	MOVQ nr+16(FP), DX
+	MOVQ dst+64(FP), AX
+	MOVQ dfar+72(FP), R14
+	MOVQ odd+56(FP), R13
+	SETUP
+	TESTQ DX, DX
+	JZ    r2done
+
+r2row:
+	MOVQ p+24(FP), SI
+	MOVQ c+32(FP), R9
+	MOVQ d+40(FP), R10
+	MOVQ npf+48(FP), CX
+	VPXORD Y16, Y16, Y16
+	VPXORD Y17, Y17, Y17
+	TESTQ CX, CX
+	JZ    r2half
+
+r2loop:
+	WPAIR((DI), 2(DI), 4(DI), 18(DI), Y3, X3, Y4, Y5, X5)
+	WPAIR((DI)(R12*1), 2(DI)(R12*1), 4(DI)(R12*1), 18(DI)(R12*1), Y9, X9, Y10, Y11, X11)
+	MACC(Y3, Y4, Y5, (SI), 32(SI), (R9), (R10), Y7, Y8, Y16)
+	MACC(Y9, Y10, Y11, (SI), 32(SI), (R9), (R10), Y12, Y13, Y17)
+	ADDQ $36, DI
+	ADDQ $64, SI
+	ADDQ $32, R9
+	ADDQ $32, R10
+	DECQ CX
+	JNZ  r2loop
+
+r2half:
+	TESTQ R13, R13
+	JZ    r2store
+	WHALF((DI), 2(DI), Y3, X3, Y4, Y5, X5)
+	WHALF((DI)(R12*1), 2(DI)(R12*1), Y9, X9, Y10, Y11, X11)
+	MACC(Y3, Y4, Y5, (SI), 32(SI), (R9), (R10), Y7, Y8, Y16)
+	MACC(Y9, Y10, Y11, (SI), 32(SI), (R9), (R10), Y12, Y13, Y17)
+	ADDQ $18, DI
+
+r2store:
+	HSUM(Y16, X16)
+	VMOVSS X7, (AX)
+	HSUM(Y17, X17)
+	VMOVSS X7, (AX)(R14*1)
+	ADDQ   $4, AX
+	DECQ   DX
+	JNZ    r2row
+
+r2done:
 	VZEROUPPER
 	RET
 

@@ -38,6 +38,9 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	_ = xq.nc[n*cols/4-1]
 	_ = xq.dx[n*cols/4-1]
 	step := rowBlock(rb)
+	if n == 1 {
+		step = hi - lo // no reuse to keep in L2: one pair of streams
+	}
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
 		i := 0
@@ -53,7 +56,15 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			}
 		}
 		for ; i < n; i++ {
-			q8VNNIRows(&dst[i*rows+r0], &w[r0*rb], rb, r1-r0, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb)
+			// Rows r and r+h together (two chains, two far-apart weight
+			// streams), then a lone last row.
+			h := (r1 - r0) / 2
+			if h > 0 {
+				q8VNNIRowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, h*rb, 4*h)
+			}
+			if r := r0 + 2*h; r < r1 {
+				q8VNNIRows(&dst[i*rows+r], &w[r*rb], rb, 1, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb)
+			}
 		}
 	}
 }
@@ -63,6 +74,13 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 //
 //go:noescape
 func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int)
+
+// q8VNNIRowsFar is q8VNNIRows over rows r and r+h for r in [0,nrows), the
+// second row far bytes after the first, its output dfar bytes after the
+// first's.
+//
+//go:noescape
+func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)
 
 // q8VNNI2x4 writes dst[i·rows+r] = row r of w · input i for r in [0,nrows)
 // (nrows even) and i in 0..3, input i's x, nc and dx starting cols bytes

@@ -139,6 +139,80 @@ rdone:
 	VZEROUPPER
 	RET
 
+// func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)
+//
+// q8VNNIRows over rows r and r+h together, the second far bytes after the
+// first (h rows on), stored dfar bytes after dst[r]: two weight streams in
+// different pages, which the prefetchers follow, and two chains.
+TEXT ·q8VNNIRowsFar(SB), NOSPLIT, $0-80
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nrows+24(FP), R9
+	MOVQ nb+56(FP), R13
+	MOVQ far+64(FP), R14
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z31
+	VMOVDQU32 q8perm<>(SB), Z30
+	TESTQ R9, R9
+	JZ fdone
+
+frow:
+	MOVQ x+32(FP), R10
+	MOVQ nc+40(FP), R11
+	MOVQ dx+48(FP), R12
+	MOVQ SI, BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z10, Z10, Z10
+	MOVQ R13, DX
+	SHRQ $1, DX
+	JZ ftail
+
+fpair:
+	LEAQ (BX)(R14*1), CX
+	PREFETCHT0 512(BX)
+	PREFETCHT0 512(CX)
+	PAIRW(0, BX, Z1, Y1, Z2, X2)
+	PAIRW(0, CX, Z11, Y11, Z12, X12)
+	VMOVDQU64 (R10), Z6
+	VMOVDQU32 (R11), Z4
+	VMOVUPS (R12), Z5
+	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
+	STEP(Z11, Z12, Z6, Z4, Z5, Z10, Z17, Z18)
+	ADDQ $68, BX
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $64, R12
+	DECQ DX
+	JNZ fpair
+
+ftail:
+	TESTQ $1, R13
+	JZ fsum
+	LEAQ (BX)(R14*1), CX
+	TAILW(0, BX, Z1, Y1, Z2, X2)
+	TAILW(0, CX, Z11, Y11, Z12, X12)
+	VMOVDQU (R10), Y6
+	VMOVDQU (R11), Y4
+	VMOVUPS (R12), Y5
+	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
+	STEP(Z11, Z12, Z6, Z4, Z5, Z10, Z17, Z18)
+
+fsum:
+	HSUM(Z0, Y0, X0)
+	VMOVSS X0, (DI)
+	HSUM(Z10, Y10, X10)
+	MOVQ dfar+72(FP), AX
+	VMOVSS X10, (DI)(AX*1)
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ frow
+
+fdone:
+	VZEROUPPER
+	RET
+
 // LOADX4 loads 64 bytes at (P) of four inputs cols (R13) bytes apart into
 // Z0..Z3 of a group (given as four names). AX is scratch.
 #define LOADX4(P, A, B, C, D) \
