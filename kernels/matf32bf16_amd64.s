@@ -262,3 +262,43 @@ done:
 	RED4(Z4, Z5, Z6, Z7, DI)
 	VZEROUPPER
 	RET
+
+// func bf16Far8(dst *float32, w *uint16, x *float32, cols, stride int)
+//
+// The decode kernel over 8 rows stride elements apart (see f16Far8).
+TEXT ·bf16Far8(SB), NOSPLIT, $0-40
+	MOVQ cols+24(FP), R14
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), SI
+	MOVL $4, R15
+	MASKS
+	MOVQ stride+32(FP), R15
+	SHLQ $1, R15
+	LEAQ (AX)(R15*1), BX
+	LEAQ (BX)(R15*1), CX
+	LEAQ (CX)(R15*1), DX
+	LEAQ (DX)(R15*1), DI
+	LEAQ (DI)(R15*1), R8
+	LEAQ (R8)(R15*1), R9
+	LEAQ (R9)(R15*1), R10
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	CMPQ R12, R13
+	JGE  tail
+loop:
+	DSTEPB
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JLT  loop
+tail:
+	CMPQ R12, R14
+	JGE  done
+	DTAILB
+done:
+	VMOVDQU32 sumIdx<>(SB), Z24
+	MOVQ dst+0(FP), DI
+	RED4(Z0, Z1, Z2, Z3, DI)
+	ADDQ $16, DI
+	RED4(Z4, Z5, Z6, Z7, DI)
+	VZEROUPPER
+	RET

@@ -23,7 +23,9 @@ func matF32Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) 
 		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	matTilesAsm(wf, 4, &f32Tiles, f32Dec8, dst, x, n, rows, cols, lo, hi)
+	// F32 keeps adjacent rows with the sequential prefetch (f32Dec8): with
+	// rows twice as long, far-apart rows measured 5% slower (110m decode).
+	matTilesAsm(wf, 4, &f32Tiles, f32Dec8, nil, dst, x, n, rows, cols, lo, hi)
 }
 
 // matBF16Asm: see matF32Asm. BF16 → float32 is exact (the bits shifted up
@@ -34,7 +36,7 @@ func matBF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
 		matBF16Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	matTilesAsm(wh, 2, &bf16Tiles, bf16Dec8, dst, x, n, rows, cols, lo, hi)
+	matTilesAsm(wh, 2, &bf16Tiles, bf16Dec8, bf16Far8, dst, x, n, rows, cols, lo, hi)
 }
 
 // asmTile is a 4×C tile: for weight rows w0..w3 (cols elements each) and the
@@ -44,13 +46,17 @@ func matBF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
 // read exactly cols elements per row and cols floats per input.
 type asmTile[E float32 | uint16] func(dst *float32, dstStride uintptr, w0, w1, w2, w3 *E, x *float32, cols, nr int)
 
+// asmFar8 is asmDec8 over the 8 rows w, w+stride, …, w+7·stride (stride
+// in elements).
+type asmFar8[E float32 | uint16] func(dst *float32, w *E, x *float32, cols, stride int)
+
 // asmDec8 stores at dst[0:8] the 8 consecutive weight rows from w (row
 // stride cols) times the one input x.
 type asmDec8[E float32 | uint16] func(dst *float32, w *E, x *float32, cols int)
 
 // matTilesAsm is the matKernel loop shared by F32, F16 and BF16 over the
 // weight elements we (size bytes each).
-func matTilesAsm[E float32 | uint16](we []E, size int, tiles *[7]asmTile[E], dec8 asmDec8[E],
+func matTilesAsm[E float32 | uint16](we []E, size int, tiles *[7]asmTile[E], dec8 asmDec8[E], far8 asmFar8[E],
 	dst []float32, x []float32, n, rows, cols, lo, hi int) {
 	if n <= 0 || lo >= hi {
 		return
@@ -71,6 +77,18 @@ func matTilesAsm[E float32 | uint16](we []E, size int, tiles *[7]asmTile[E], dec
 	}
 	if n == 1 {
 		r := lo
+		if far8 != nil {
+			// Rows k, k+h, …, k+7h together: eight streams far apart.
+			h := (hi - lo) / 8
+			var sums [8]float32
+			for k := lo; k < lo+h; k++ {
+				far8(&sums[0], rowPtr(k, k), &x[0], cols, h*cols)
+				for j, v := range sums {
+					dst[k+j*h] = v
+				}
+			}
+			r = lo + 8*h
+		}
 		for ; r+8 <= hi; r += 8 {
 			dec8(&dst[r], rowPtr(r, r), &x[0], cols)
 		}
@@ -153,3 +171,9 @@ func f32Dec8(dst *float32, w *float32, x *float32, cols int)
 //
 //go:noescape
 func bf16Dec8(dst *float32, w *uint16, x *float32, cols int)
+
+// bf16Far8 is the BF16 decode kernel over 8 rows stride elements apart
+// (asmFar8's contract).
+//
+//go:noescape
+func bf16Far8(dst *float32, w *uint16, x *float32, cols, stride int)

@@ -24,7 +24,7 @@ func matF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) 
 		matF16Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, dst, x, n, rows, cols, lo, hi)
+	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, f16Far8, dst, x, n, rows, cols, lo, hi)
 }
 
 // f16Tiles[C] is the 4×C tile (asmTile's contract).
@@ -65,3 +65,9 @@ func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *floa
 //
 //go:noescape
 func f16Dec8(dst *float32, w *uint16, x *float32, cols int)
+
+// f16Far8 is f16Dec8 over the 8 rows w, w+stride, …, w+7·stride (stride in
+// halves).
+//
+//go:noescape
+func f16Far8(dst *float32, w *uint16, x *float32, cols, stride int)
