@@ -24,7 +24,10 @@ func matF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) 
 		matF16Generic(dst, w, x, n, rows, cols, lo, hi)
 		return
 	}
-	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, f16Far8, dst, x, n, rows, cols, lo, hi)
+	if n == 1 {
+		lo = farRows16(false, dst, wh, x, cols, lo, hi)
+	}
+	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, dst, x, n, rows, cols, lo, hi)
 }
 
 // f16Tiles[C] is the 4×C tile (asmTile's contract).
