@@ -81,7 +81,7 @@
 
 // DSTEPF is one chunk j..j+15 of the 8 F32 rows. The loop around it
 // prefetches the next 8 rows into L2 in memory order, one line per 64
-// bytes consumed (as f16Dec8 does). Measured from DRAM, one core: per-row
+// bytes consumed (F32 only: F16 and BF16 read far-apart rows, FAR8). Measured from DRAM, one core: per-row
 // PREFETCHT1 1 KiB ahead gave ~28–29 GB/s on 8192-column rows but 24 GB/s
 // on the 110m model's 768-column ones (BenchmarkMatVecDRAM), where the
 // eight row streams share 4 KiB pages; the sequential stream gives 29 and
@@ -192,7 +192,7 @@ TEXT ·f32Dec8(SB), NOSPLIT, $0-32
 	DPRO8(4)
 	ZERO4(Z0, Z1, Z2, Z3)
 	ZERO4(Z4, Z5, Z6, Z7)
-	MOVQ R14, R11 // the next 8 rows, prefetched in memory order (f16Dec8)
+	MOVQ R14, R11 // the next 8 rows, prefetched in memory order (DSTEPF)
 	SHLQ $5, R11
 	ADDQ AX, R11
 	CMPQ R12, R13
@@ -224,81 +224,5 @@ done:
 	VZEROUPPER
 	RET
 
-// bf16Dec8 is the BF16 decode kernel, f16Dec8's shape: 8 consecutive
-// weight rows from w (stride cols) against one input, 8 sums at dst.
-
-// func bf16Dec8(dst *float32, w *uint16, x *float32, cols int)
-TEXT ·bf16Dec8(SB), NOSPLIT, $0-32
-	MOVQ cols+24(FP), R14
-	MOVQ w+8(FP), AX
-	MOVQ x+16(FP), SI
-	DPRO8(2)
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	MOVQ R14, R11 // the next 8 rows, prefetched in memory order (f16Dec8)
-	SHLQ $4, R11
-	ADDQ AX, R11
-	CMPQ R12, R13
-	JGE  tail
-loop:
-	PREFETCHT1 0(R11)
-	PREFETCHT1 64(R11)
-	PREFETCHT1 128(R11)
-	PREFETCHT1 192(R11)
-	ADDQ $256, R11
-	DSTEPB
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop
-tail:
-	CMPQ R12, R14
-	JGE  done
-	DTAILB
-done:
-	VMOVDQU32 sumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ $16, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	VZEROUPPER
-	RET
-
-// func bf16Far8(dst *float32, w *uint16, x *float32, cols, stride int)
-//
-// The decode kernel over 8 rows stride elements apart (see f16Far8).
-TEXT ·bf16Far8(SB), NOSPLIT, $0-40
-	MOVQ cols+24(FP), R14
-	MOVQ w+8(FP), AX
-	MOVQ x+16(FP), SI
-	MOVL $4, R15
-	MASKS
-	MOVQ stride+32(FP), R15
-	SHLQ $1, R15
-	LEAQ (AX)(R15*1), BX
-	LEAQ (BX)(R15*1), CX
-	LEAQ (CX)(R15*1), DX
-	LEAQ (DX)(R15*1), DI
-	LEAQ (DI)(R15*1), R8
-	LEAQ (R8)(R15*1), R9
-	LEAQ (R9)(R15*1), R10
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	CMPQ R12, R13
-	JGE  tail
-loop:
-	DSTEPB
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  loop
-tail:
-	CMPQ R12, R14
-	JGE  done
-	DTAILB
-done:
-	VMOVDQU32 sumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ $16, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	VZEROUPPER
-	RET
+// bf16Far8: the BF16 decode kernel (see FAR8).
+FAR8(·bf16Far8, 1, DSTEPB, DTAILB)

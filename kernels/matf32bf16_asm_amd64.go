@@ -39,7 +39,7 @@ func matBF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
 	if n == 1 {
 		lo = farRows16(true, dst, wh, x, cols, lo, hi)
 	}
-	matTilesAsm(wh, 2, &bf16Tiles, bf16Dec8, dst, x, n, rows, cols, lo, hi)
+	matTilesAsm(wh, 2, &bf16Tiles, nil, dst, x, n, rows, cols, lo, hi)
 }
 
 // asmTile is a 4×C tile: for weight rows w0..w3 (cols elements each) and the
@@ -103,7 +103,7 @@ func matTilesAsm[E float32 | uint16](we []E, size int, tiles *[7]asmTile[E], dec
 	}
 	if n == 1 {
 		r := lo
-		for ; r+8 <= hi; r += 8 {
+		for ; dec8 != nil && r+8 <= hi; r += 8 {
 			dec8(&dst[r], rowPtr(r, r), &x[0], cols)
 		}
 		for ; r < hi; r += 4 {
@@ -181,10 +181,6 @@ func bf16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *flo
 //go:noescape
 func f32Dec8(dst *float32, w *float32, x *float32, cols int)
 
-// bf16Dec8 is the BF16 decode kernel (asmDec8's contract).
-//
-//go:noescape
-func bf16Dec8(dst *float32, w *uint16, x *float32, cols int)
 
 // bf16Far8 is the BF16 decode kernel over 8 rows stride elements apart
 // (asmFar8's contract).

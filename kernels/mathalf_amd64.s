@@ -30,22 +30,6 @@
 	VMOVDQU16.Z (CX)(R12*2), K1, Y29; VCVTPH2PS Y29, Z26; \
 	VMOVDQU16.Z (DX)(R12*2), K1, Y29; VCVTPH2PS Y29, Z27
 
-// The decode kernel: Z0–Z7 accumulators, Z8–Z15 converted weights, Z16 x.
-// DPRO8, given w in AX and cols in R14, sets BX CX DX DI R8 R9 R10 to the
-// next 7 rows (stride cols halves), MASKS with K2 = 0xf (a RED4 stores all
-// four sums) and R15 to the row stride in bytes.
-#define DPRO8 \
-	MOVL $4, R15; \
-	MASKS; \
-	LEAQ (R14*2), R15; \
-	LEAQ (AX)(R15*1), BX; \
-	LEAQ (BX)(R15*1), CX; \
-	LEAQ (CX)(R15*1), DX; \
-	LEAQ (DX)(R15*1), DI; \
-	LEAQ (DI)(R15*1), R8; \
-	LEAQ (R8)(R15*1), R9; \
-	LEAQ (R9)(R15*1), R10
-
 // DSTEP8 is one chunk j..j+15 of the 8 rows.
 #define DSTEP8 \
 	VMOVUPS (SI)(R12*4), Z16; \
@@ -102,90 +86,9 @@ TILE(·f16Tile4x5, LDW, LDWT, XP5, ZR5, ST5, STT5, RD5)
 
 TILE(·f16Tile4x6, LDW, LDWT, XP6, ZR6, ST6, STT6, RD6)
 
-// f16Dec8 is the decode kernel: 8 consecutive weight rows from w (stride
-// cols) against one input, storing 8 sums at dst: 8 chains in flight, 8
-// sequential weight streams (measured faster from DRAM than 4 or 16).
-
-// func f16Dec8(dst *float32, w *uint16, x *float32, cols int)
-TEXT ·f16Dec8(SB), NOSPLIT, $0-32
-	MOVQ cols+24(FP), R14
-	MOVQ w+8(FP), AX
-	MOVQ x+16(FP), SI
-	DPRO8
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	CMPQ R12, R13
-	JGE  d8tail
-	// R11 walks the next 8 rows' bytes in memory order, 256 per step
-	// (a step consumes 8 rows × 32 bytes): one sequential prefetch stream
-	// instead of 8 interleaved ones, which the hardware prefetchers follow
-	// badly when rows are short (768 halves: 13 → 23.5 GB/s on the 110m
-	// shapes, BenchmarkMatVecDRAM; 25 → 26–30 GB/s at 8192 columns).
-	// PREFETCHT0, or two groups ahead, measured slower.
-	MOVQ R14, R11
-	SHLQ $4, R11
-	ADDQ AX, R11
-d8loop:
-	PREFETCHT1 (R11)
-	PREFETCHT1 64(R11)
-	PREFETCHT1 128(R11)
-	PREFETCHT1 192(R11)
-	ADDQ $256, R11
-	DSTEP8
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  d8loop
-d8tail:
-	CMPQ R12, R14
-	JGE  d8done
-	DTAIL8
-d8done:
-	VMOVDQU32 sumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ $16, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	VZEROUPPER
-	RET
-
-// func f16Far8(dst *float32, w *uint16, x *float32, cols, stride int)
-//
-// f16Dec8 over 8 rows stride halves apart (rows r, r+h, …, r+7h): eight
-// sequential weight streams in eight different places, which the hardware
-// prefetchers follow without help. Stores the 8 sums at dst[0:8].
-TEXT ·f16Far8(SB), NOSPLIT, $0-40
-	MOVQ cols+24(FP), R14
-	MOVQ w+8(FP), AX
-	MOVQ x+16(FP), SI
-	MOVL $4, R15
-	MASKS
-	MOVQ stride+32(FP), R15
-	SHLQ $1, R15
-	LEAQ (AX)(R15*1), BX
-	LEAQ (BX)(R15*1), CX
-	LEAQ (CX)(R15*1), DX
-	LEAQ (DX)(R15*1), DI
-	LEAQ (DI)(R15*1), R8
-	LEAQ (R8)(R15*1), R9
-	LEAQ (R9)(R15*1), R10
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	CMPQ R12, R13
-	JGE  f8tail
-f8loop:
-	DSTEP8
-	ADDQ $16, R12
-	CMPQ R12, R13
-	JLT  f8loop
-f8tail:
-	CMPQ R12, R14
-	JGE  f8done
-	DTAIL8
-f8done:
-	VMOVDQU32 sumIdx<>(SB), Z24
-	MOVQ dst+0(FP), DI
-	RED4(Z0, Z1, Z2, Z3, DI)
-	ADDQ $16, DI
-	RED4(Z4, Z5, Z6, Z7, DI)
-	VZEROUPPER
-	RET
+// f16Far8 is the F16 decode kernel (see FAR8): 8 chains in flight over 8
+// rows an eighth of the matrix apart. Eight adjacent rows (8 streams within
+// a few pages) measured 13 GB/s on the 110m shapes, 23.5 with a sequential
+// prefetch of the next group, 24.8 far apart (BenchmarkMatVecDRAM); 4 or 16
+// rows were slower.
+FAR8(·f16Far8, 1, DSTEP8, DTAIL8)

@@ -27,7 +27,7 @@ func matF16Asm(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) 
 	if n == 1 {
 		lo = farRows16(false, dst, wh, x, cols, lo, hi)
 	}
-	matTilesAsm(wh, 2, &f16Tiles, f16Dec8, dst, x, n, rows, cols, lo, hi)
+	matTilesAsm(wh, 2, &f16Tiles, nil, dst, x, n, rows, cols, lo, hi)
 }
 
 // f16Tiles[C] is the 4×C tile (asmTile's contract).
@@ -60,14 +60,6 @@ func f16Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *floa
 //go:noescape
 func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
 
-// f16Dec8 stores at dst[0:8] the 8 consecutive weight rows from w (row
-// stride cols) times the one input x, in 8 chains at once: the decode
-// kernel. Eight sequential weight streams measured fastest from DRAM (4 and
-// 16 were 20–30% slower), with the next 8 rows prefetched in memory order
-// (see d8loop).
-//
-//go:noescape
-func f16Dec8(dst *float32, w *uint16, x *float32, cols int)
 
 // f16Far8 is f16Dec8 over the 8 rows w, w+stride, …, w+7·stride (stride in
 // halves).

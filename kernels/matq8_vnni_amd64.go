@@ -51,7 +51,7 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			}
 			if r := r0 + m; r < r1 {
 				for k := i; k < i+4; k++ {
-					q8VNNIRows(&dst[k*rows+r], &w[r*rb], rb, 1, &xq.q[k*cols], &xq.nc[k*cols/4], &xq.dx[k*cols/4], nb)
+					q8VNNIRowsFar(&dst[k*rows+r], &w[r*rb], rb, 1, &xq.q[k*cols], &xq.nc[k*cols/4], &xq.dx[k*cols/4], nb, 0, 0)
 				}
 			}
 		}
@@ -63,21 +63,15 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 				q8VNNIRowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, h*rb, 4*h)
 			}
 			if r := r0 + 2*h; r < r1 {
-				q8VNNIRows(&dst[i*rows+r], &w[r*rb], rb, 1, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb)
+				q8VNNIRowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, 0, 0)
 			}
 		}
 	}
 }
 
-// q8VNNIRows writes dst[r] = row r of w · input for r in [0,nrows): rows rb
-// bytes apart, nb blocks each.
-//
-//go:noescape
-func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int)
-
-// q8VNNIRowsFar is q8VNNIRows over rows r and r+h for r in [0,nrows), the
-// second row far bytes after the first, its output dfar bytes after the
-// first's.
+// q8VNNIRowsFar writes dst[r] = row r of w · input and, dfar bytes on, the
+// same for the row far bytes after row r, for r in [0,nrows) (rows rb bytes
+// apart, nb blocks each). far = dfar = 0 computes a lone row (twice).
 //
 //go:noescape
 func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)

@@ -81,69 +81,12 @@ GLOBL q8perm<>(SB), RODATA|NOPTR, $64
 	VMOVSHDUP X, X24; \
 	VADDSS X24, X, X
 
-// func q8VNNIRows(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb int)
-TEXT ·q8VNNIRows(SB), NOSPLIT, $0-64
-	MOVQ dst+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ rb+16(FP), R8
-	MOVQ nrows+24(FP), R9
-	MOVQ nb+56(FP), R13
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z31
-	VMOVDQU32 q8perm<>(SB), Z30
-	TESTQ R9, R9
-	JZ rdone
-
-rrow:
-	MOVQ x+32(FP), R10
-	MOVQ nc+40(FP), R11
-	MOVQ dx+48(FP), R12
-	MOVQ SI, BX
-	VPXORD Z0, Z0, Z0
-	MOVQ R13, DX
-	SHRQ $1, DX
-	JZ rtail
-
-rpair:
-	PREFETCHT0 512(BX) // DRAM: measured 1.2–1.4× with it (256–2048 tried)
-	PAIRW(0, BX, Z1, Y1, Z2, X2)
-	VMOVDQU64 (R10), Z6
-	VMOVDQU32 (R11), Z4
-	VMOVUPS (R12), Z5
-	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
-	ADDQ $68, BX
-	ADDQ $64, R10
-	ADDQ $64, R11
-	ADDQ $64, R12
-	DECQ DX
-	JNZ rpair
-
-rtail:
-	TESTQ $1, R13
-	JZ rsum
-	TAILW(0, BX, Z1, Y1, Z2, X2)
-	VMOVDQU (R10), Y6
-	VMOVDQU (R11), Y4
-	VMOVUPS (R12), Y5
-	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
-
-rsum:
-	HSUM(Z0, Y0, X0)
-	VMOVSS X0, (DI)
-	ADDQ $4, DI
-	ADDQ R8, SI
-	DECQ R9
-	JNZ rrow
-
-rdone:
-	VZEROUPPER
-	RET
-
 // func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)
 //
-// q8VNNIRows over rows r and r+h together, the second far bytes after the
-// first (h rows on), stored dfar bytes after dst[r]: two weight streams in
-// different pages, which the prefetchers follow, and two chains.
+// Rows r and r+h of w (the second far bytes after the first) against one
+// input for r in [0,nrows), stored at dst[r] and dfar bytes after it: two
+// weight streams in different pages, which the prefetchers follow, and two
+// FMA chains (decode's kernel; far = dfar = 0 computes a lone row twice).
 TEXT ·q8VNNIRowsFar(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -170,7 +113,7 @@ frow:
 
 fpair:
 	LEAQ (BX)(R14*1), CX
-	PREFETCHT0 512(BX)
+	PREFETCHT0 512(BX) // DRAM: 1.2–1.4× with it (256–2048 tried)
 	PREFETCHT0 512(CX)
 	PAIRW(0, BX, Z1, Y1, Z2, X2)
 	PAIRW(0, CX, Z11, Y11, Z12, X12)

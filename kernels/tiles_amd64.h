@@ -150,3 +150,47 @@ done: \
 	RD; \
 	VZEROUPPER; \
 	RET
+
+// FAR8 defines the decode function name(dst *float32, w *E, x *float32,
+// cols, stride int): 8 rows stride elements apart (rows r, r+h, …, r+7h;
+// eight sequential weight streams far apart, which the hardware prefetchers
+// follow) against one input, the 8 sums stored at dst[0:8]. shift is
+// log2 of the element size; STEP and TAIL are the file's full and masked
+// 8-row steps (Z8–Z15 weights, Z16 x, Z0–Z7 accumulators).
+#define FAR8(name, shift, STEP, TAIL) \
+TEXT name(SB), NOSPLIT, $0-40; \
+	MOVQ cols+24(FP), R14; \
+	MOVQ w+8(FP), AX; \
+	MOVQ x+16(FP), SI; \
+	MOVL $4, R15; \
+	MASKS; \
+	MOVQ stride+32(FP), R15; \
+	SHLQ $shift, R15; \
+	LEAQ (AX)(R15*1), BX; \
+	LEAQ (BX)(R15*1), CX; \
+	LEAQ (CX)(R15*1), DX; \
+	LEAQ (DX)(R15*1), DI; \
+	LEAQ (DI)(R15*1), R8; \
+	LEAQ (R8)(R15*1), R9; \
+	LEAQ (R9)(R15*1), R10; \
+	ZERO4(Z0, Z1, Z2, Z3); \
+	ZERO4(Z4, Z5, Z6, Z7); \
+	CMPQ R12, R13; \
+	JGE  tail; \
+loop: \
+	STEP; \
+	ADDQ $16, R12; \
+	CMPQ R12, R13; \
+	JLT  loop; \
+tail: \
+	CMPQ R12, R14; \
+	JGE  done; \
+	TAIL; \
+done: \
+	VMOVDQU32 sumIdx<>(SB), Z24; \
+	MOVQ dst+0(FP), DI; \
+	RED4(Z0, Z1, Z2, Z3, DI); \
+	ADDQ $16, DI; \
+	RED4(Z4, Z5, Z6, Z7, DI); \
+	VZEROUPPER; \
+	RET
