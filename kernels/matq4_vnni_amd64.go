@@ -29,8 +29,8 @@ package kernels
 // tiles) three rows at a time: each pair of weight blocks is unpacked once
 // for 12 outputs, and the tile's activations stay in L1. Leftover inputs
 // (n mod 4, and every input when n < 4) and the last rows of a block take the
-// row kernel, which is also decode's (n = 1): one row at a time, one
-// sequential weight stream.
+// row kernel, one row at a time. Decode (n = 1) takes rows r and r+h
+// together (q4VNNIRowsFar): two chains, two far-apart weight streams.
 //
 // The assembly trusts its pointers: this function checks every slice once,
 // against the full extent the kernels touch.

@@ -18,8 +18,10 @@ package kernels
 // an FMA, against five vector operations plus a scalar product and broadcast
 // in matQ8_0Fast.
 //
-// Decode (n=1) walks the rows one at a time, one sequential weight stream
-// (see the note on interleaved rows in matq_simd_amd64.go). Batches go by
+// Decode (n=1) walks rows r and r+h together (h half the range): two FMA
+// chains and two sequential weight streams far enough apart to sit in
+// different pages, which the hardware prefetchers follow (adjacent rows
+// interleave within a page and they do not; see matq_simd_amd64.go). Batches go by
 // tiles of 2 rows × 4 inputs: each weight pair is loaded and converted once
 // for four inputs, each input's 64 bytes once for two rows; 26 of the 32 Z
 // registers hold the tile. The rowBlock loop keeps a block of weight rows in
