@@ -60,7 +60,6 @@ func f16Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *floa
 //go:noescape
 func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
 
-
 // f16Far8 is f16Dec8 over the 8 rows w, w+stride, …, w+7·stride (stride in
 // halves).
 //
