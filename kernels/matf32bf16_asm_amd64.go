@@ -181,8 +181,7 @@ func bf16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *flo
 //go:noescape
 func f32Dec8(dst *float32, w *float32, x *float32, cols int)
 
-// bf16Far8 is the BF16 decode kernel over 8 rows stride elements apart
-// (asmFar8's contract).
+// bf16Far8 is f16Far8 for BF16 weights.
 //
 //go:noescape
 func bf16Far8(dst *float32, w *uint16, x *float32, cols, stride int)

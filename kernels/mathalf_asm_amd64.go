@@ -60,8 +60,9 @@ func f16Tile4x5(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *floa
 //go:noescape
 func f16Tile4x6(dst *float32, dstStride uintptr, w0, w1, w2, w3 *uint16, x *float32, cols, nr int)
 
-// f16Far8 is f16Dec8 over the 8 rows w, w+stride, …, w+7·stride (stride in
-// halves).
+// f16Far8 stores at dst[0:8] the dot products of the 8 weight rows w,
+// w+stride, …, w+7·stride (stride in halves, cols halves each) with x: the
+// decode kernel (FAR8 in tiles_amd64.h; farRows16 drives it).
 //
 //go:noescape
 func f16Far8(dst *float32, w *uint16, x *float32, cols, stride int)
