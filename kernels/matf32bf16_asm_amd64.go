@@ -55,7 +55,7 @@ type asmTile[E float32 | uint16] func(dst *float32, dstStride uintptr, w0, w1, w
 // value the sums array would escape to the heap, an allocation per call
 // (caught by decode's no-allocation test).
 func farRows16(bf bool, dst []float32, wh []uint16, x []float32, cols, lo, hi int) int {
-	h := (hi - lo) / 8
+	h := farRows(hi-lo, 8, 2*cols)
 	if h == 0 {
 		return lo
 	}

@@ -59,12 +59,12 @@ func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 
 	if n == 1 {
 		// Rows r and r+h together: two chains, two far-apart streams.
-		h := (hi - lo) / 2
+		h := farRows(hi-lo, 2, rb)
 		if h > 0 {
 			q4VNNIRowsFar(&w[0], h*rb, h, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo], 4*h)
 		}
 		if 2*h < hi-lo {
-			q4VNNIRows(&w[2*h*rb], rb, 1, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo+2*h])
+			q4VNNIRows(&w[2*h*rb], rb, hi-lo-2*h, &ps[0], &cs[0], &ds[0], npf, odd, &dst[lo+2*h])
 		}
 		return
 	}
