@@ -169,4 +169,3 @@ func TestMatF16AsmNaNPayload(t *testing.T) {
 		})
 	}
 }
-
