@@ -31,6 +31,25 @@
 	PREFETCHT1 128(R8)(DX*1); \
 	PREFETCHT1 192(R8)(DX*1)
 
+// PREFETCH16 hints the next block's rows of this item (R10, nil for none)
+// into L2 while this block computes: the first four lines at DX of each
+// row, all of a head of 64.
+#define PREFETCH16 \
+	PREFETCH4(0); PREFETCH4(1); PREFETCH4(2); PREFETCH4(3); \
+	PREFETCH4(4); PREFETCH4(5); PREFETCH4(6); PREFETCH4(7); \
+	PREFETCH4(8); PREFETCH4(9); PREFETCH4(10); PREFETCH4(11); \
+	PREFETCH4(12); PREFETCH4(13); PREFETCH4(14); PREFETCH4(15)
+
+// HEADRANGE turns d (R9, floats) and off (DX, bytes) into the head's byte
+// range [DX, R9) and CX, the end of its whole groups of 64 floats.
+#define HEADRANGE \
+	SHLQ $2, R9; \
+	ADDQ DX, R9; \
+	MOVQ R9, CX; \
+	SUBQ DX, CX; \
+	ANDQ $~255, CX; \
+	ADDQ DX, CX
+
 // ROW4 is one slot's four chunks of the group at DX.
 #define ROW4(slot, acc) \
 	MOVQ (slot*8)(BX), R8; \
@@ -59,34 +78,11 @@ TEXT ·attnScores16(SB), NOSPLIT, $0-56
 	MOVQ off+24(FP), DX
 	MOVQ d+32(FP), R9
 	VBROADCASTSS scale+44(FP), Z31
-	SHLQ $2, R9
-	ADDQ DX, R9
-	MOVQ R9, CX
-	SUBQ DX, CX
-	ANDQ $~255, CX
-	ADDQ DX, CX
+	HEADRANGE
 	MOVQ next+48(FP), R10
-	// Hint the next block's rows of this item (R10, nil for none) into L2
-	// while this block computes: the first four lines at off of each row,
-	// all of a head of 64.
 	TESTQ R10, R10
 	JEQ   scpfdone
-	PREFETCH4(0)
-	PREFETCH4(1)
-	PREFETCH4(2)
-	PREFETCH4(3)
-	PREFETCH4(4)
-	PREFETCH4(5)
-	PREFETCH4(6)
-	PREFETCH4(7)
-	PREFETCH4(8)
-	PREFETCH4(9)
-	PREFETCH4(10)
-	PREFETCH4(11)
-	PREFETCH4(12)
-	PREFETCH4(13)
-	PREFETCH4(14)
-	PREFETCH4(15)
+	PREFETCH16
 scpfdone:
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
@@ -216,34 +212,11 @@ TEXT ·attnAxpy16(SB), NOSPLIT, $0-56
 	MOVL vis+40(FP), AX
 	TESTL AX, AX
 	JEQ  axdone
-	SHLQ $2, R9
-	ADDQ DX, R9
-	MOVQ R9, CX
-	SUBQ DX, CX
-	ANDQ $~255, CX
-	ADDQ DX, CX
+	HEADRANGE
 	MOVQ next+48(FP), R10
-	// Hint the next block's rows of this item (R10, nil for none) into L2
-	// while this block computes: the first four lines at off of each row,
-	// all of a head of 64.
 	TESTQ R10, R10
 	JEQ   axpfdone
-	PREFETCH4(0)
-	PREFETCH4(1)
-	PREFETCH4(2)
-	PREFETCH4(3)
-	PREFETCH4(4)
-	PREFETCH4(5)
-	PREFETCH4(6)
-	PREFETCH4(7)
-	PREFETCH4(8)
-	PREFETCH4(9)
-	PREFETCH4(10)
-	PREFETCH4(11)
-	PREFETCH4(12)
-	PREFETCH4(13)
-	PREFETCH4(14)
-	PREFETCH4(15)
+	PREFETCH16
 axpfdone:
 	CMPQ DX, CX
 	JEQ  axsingle
