@@ -14,14 +14,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/convert"
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/safetensors"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
 	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -284,15 +285,11 @@ func greedy(t *testing.T, path string, n int) string {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	eng, err := decode.New(l, decode.Options{MaxNewTokens: n, AddBOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := eng.Generate(t.Context(), decode.Request{})
+	s := complete(t, l, sluice.Request{}, func(sc *pipelines.SchedulerParams) { sc.MaxNewTokens = n })
 	if s.Err != nil {
 		t.Fatal(s.Err)
 	}
-	return decode.Text(l.Tokenizer, s.Tokens) + "\n"
+	return s.Text + "\n"
 }
 
 func TestErrors(t *testing.T) {
@@ -403,4 +400,22 @@ func FuzzHFConfig(f *testing.F) {
 			t.Fatalf("accepted an impossible config %+v", c)
 		}
 	})
+}
+
+// complete runs one request through an engine on l over the greedy preset,
+// changed by tune.
+func complete(t *testing.T, l *model.Loaded, req sluice.Request, tune func(*pipelines.SchedulerParams)) sluice.Result {
+	t.Helper()
+	p := pipelines.Greedy()
+	p.Scheduler().MaxInFlight = 1
+	if tune != nil {
+		tune(p.Scheduler())
+	}
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r, _ := eng.Complete(t.Context(), req)
+	return r
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -123,11 +123,13 @@ func Evaluate(ctx context.Context, m, ref *model.Loaded, text []int32, o Options
 	if err != nil {
 		return nil, err
 	}
+	defer mrun.close()
 	var rrun *runner
 	if ref != nil {
 		if rrun, err = newRunner(ref, n); err != nil {
 			return nil, err
 		}
+		defer rrun.close()
 	}
 	res := &Result{Context: n, Windows: len(windows)}
 	var refRows []float32
@@ -161,51 +163,44 @@ func Evaluate(ctx context.Context, m, ref *model.Loaded, text []int32, o Options
 
 // runner runs windows through one model.
 type runner struct {
-	eng   *decode.Engine
-	vocab int
-	row   func(pos int32, logits []float32) error
-	err   error
+	eng *sluice.Engine
 }
 
 func newRunner(l *model.Loaded, n int) (*runner, error) {
-	r := &runner{vocab: l.Model.Arch().Vocab}
-	eng, err := decode.New(l, decode.Options{
-		MaxNewTokens: 1, Context: n, AllLogits: true, NoStop: true, PrefillChunk: 128,
-		OnLogits: func(_ *decode.Seq, pos int32, logits []float32) {
-			if r.err == nil {
-				r.err = r.row(pos, logits)
-			}
-		},
-	})
+	p := pipelines.Greedy()
+	sc := p.Scheduler()
+	sc.MaxInFlight, sc.MaxNewTokens, sc.StopAtEOS, sc.PrefillChunk = 1, 1, false, 128
+	p.Model.Context = n
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p})
 	if err != nil {
 		return nil, err
 	}
-	r.eng = eng
-	return r, nil
+	return &runner{eng: eng}, nil
 }
+
+func (r *runner) close() { r.eng.Close() }
 
 // run feeds w minus its last token (the last token is only a target) and
 // calls row for each position 0..len(w)-2 in order.
 func (r *runner) run(ctx context.Context, w []int32, row func(pos int32, logits []float32) error) error {
-	r.row, r.err = row, nil
 	seen := int32(0)
-	check := row
-	r.row = func(pos int32, logits []float32) error {
-		if pos >= int32(len(w)-1) {
-			return nil // logits for the greedy token after the window: unused
+	var rowErr error
+	on := func(pos int32, logits []float32) {
+		switch {
+		case rowErr != nil || pos >= int32(len(w)-1):
+			// an earlier failure, or the logits after the window: unused
+		case pos != seen:
+			rowErr = fmt.Errorf("logits for position %d, want %d", pos, seen)
+		default:
+			seen++
+			rowErr = row(pos, logits)
 		}
-		if pos != seen {
-			return fmt.Errorf("logits for position %d, want %d", pos, seen)
-		}
-		seen++
-		return check(pos, logits)
 	}
-	s := r.eng.Generate(ctx, decode.Request{Tokens: w[:len(w)-1]})
-	if s.Err != nil {
-		return s.Err
+	if _, err := r.eng.Complete(ctx, sluice.Request{Tokens: w[:len(w)-1], AllLogits: true, OnLogits: on}); err != nil {
+		return err
 	}
-	if r.err != nil {
-		return r.err
+	if rowErr != nil {
+		return rowErr
 	}
 	if seen != int32(len(w)-1) {
 		return fmt.Errorf("got logits for %d positions, want %d", seen, len(w)-1)
@@ -236,28 +231,31 @@ func SampleCorpus(ctx context.Context, m *model.Loaded, o CorpusOptions) (string
 	if bos < 0 {
 		return "", fmt.Errorf("eval: %s: the vocabulary has no BOS token to start stories from", m.Source.Path)
 	}
-	eng, err := decode.New(m, decode.Options{
-		Sampling: sample.Options{Temperature: 1, TopK: 0, TopP: 1, MinP: 0, Seed: o.Seed},
-	})
+	p := pipelines.Greedy()
+	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = 1, 0
+	seed := o.Seed
+	*p.Sampler() = pipelines.SampleParams{Temperature: 1, TopK: 0, TopP: 1, MinP: 0, RepeatPenalty: 1, Seed: &seed}
+	eng, err := sluice.New(m, sluice.Options{Pipeline: p})
 	if err != nil {
 		return "", err
 	}
+	defer eng.Close()
 	var sb strings.Builder
 	empty := 0
 	for r, total := uint64(0), 0; total < o.Tokens; r++ {
-		s := eng.Generate(ctx, decode.Request{Index: r, Tokens: []int32{bos}, MaxNewTokens: o.Tokens - total})
-		if s.Err != nil {
-			return "", fmt.Errorf("eval: %s: story %d: %w", m.Source.Path, r, s.Err)
+		s, err := eng.Complete(ctx, sluice.Request{Index: r, Tokens: []int32{bos}, MaxNewTokens: o.Tokens - total})
+		if err != nil {
+			return "", fmt.Errorf("eval: %s: story %d: %w", m.Source.Path, r, err)
 		}
-		if s.Generated() == 0 {
+		if s.CompletionTokens == 0 {
 			if empty++; empty > 100 {
 				return "", fmt.Errorf("eval: %s: 100 stories in a row stopped at once", m.Source.Path)
 			}
 			continue
 		}
 		empty = 0
-		total += s.Generated()
-		sb.WriteString(decode.Text(m.Tokenizer, s.Tokens))
+		total += s.CompletionTokens
+		sb.WriteString(s.Text)
 		sb.WriteByte('\n')
 	}
 	return sb.String(), nil

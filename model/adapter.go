@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/sluicehq/sluice/compress/lora"
 	"github.com/sluicehq/sluice/format/gguf"
@@ -242,4 +243,20 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return fmt.Errorf("model: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// CheckAdapter reports whether m serves the adapter set name ("" is the base
+// model, always served), naming the loaded sets when it does not.
+func CheckAdapter(m Model, name string) error {
+	if name == "" {
+		return nil
+	}
+	var loaded []string
+	if ad, ok := m.(Adaptable); ok {
+		loaded = ad.Adapters()
+		if slices.Contains(loaded, name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is not loaded (loaded: %v)", ErrAdapter, name, loaded)
 }

@@ -3,25 +3,44 @@ package pipelines
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/rs/zerolog"
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
 	"github.com/sluicehq/sluice/stages"
 )
 
-// EngineOptions maps the pipeline's stage params onto the decode engine's
-// options. The model's [model] table is the caller's to apply (it loads the model).
-func (p *Pipeline) EngineOptions() decode.Options {
-	o := decode.Options{AddBOS: true, Context: p.Model.Context, PageTokens: p.Model.PageTokens}
+// SchedOptions maps the scheduler stage's params onto the scheduler's options.
+// Context and PageTokens come from [model] (0 = the model's context).
+func (p *Pipeline) SchedOptions() sched.Options {
+	o := sched.Options{Context: p.Model.Context, PageTokens: p.Model.PageTokens, MaxSeqs: 1}
+	if s, ok := p.StageOfKind(KindScheduler); ok {
+		ps := s.Params.(*SchedulerParams)
+		o.MaxSeqs, o.PrefillChunk, o.MaxBatchTokens = ps.MaxInFlight, ps.PrefillChunk, ps.MaxBatchTokens
+	}
+	return o
+}
+
+// AddBOS is the tokenize stage's add_bos (true when there is none).
+func (p *Pipeline) AddBOS() bool {
+	if s, ok := p.StageOfKind(KindTokenize); ok {
+		return s.Params.(*TokenizeParams).AddBOS
+	}
+	return true
+}
+
+// SessionOptions maps the tokenize, scheduler and sample params onto the
+// per-request defaults. Context is the caller's to fill (it knows the model).
+func (p *Pipeline) SessionOptions() session.Options {
+	o := session.Options{AddBOS: true, Timeout: p.Timeout}
 	for _, s := range p.Stages {
 		switch ps := s.Params.(type) {
 		case *TokenizeParams:
 			o.AddBOS = ps.AddBOS
 		case *SchedulerParams:
-			o.MaxSeqs, o.PrefillChunk, o.MaxNewTokens, o.NoStop = ps.MaxInFlight, ps.PrefillChunk, ps.MaxNewTokens, !ps.StopAtEOS
+			o.MaxNewTokens, o.NoStop = ps.MaxNewTokens, !ps.StopAtEOS
 		case *SampleParams:
 			o.Sampling = ps.Options()
 		}
@@ -42,21 +61,27 @@ func (ps *SampleParams) Options() sample.Options {
 	return o
 }
 
-// BuildOptions are the ends of the graph: where requests come from and where
-// results go.
+// BuildOptions are the engine's parts and the ends of the graph: where
+// requests come from and where results go.
 type BuildOptions struct {
-	Engine   *decode.Engine
-	Requests func(ctx context.Context, emit graph.Emit[decode.Request]) error
+	Env      *stages.Env
+	Requests func(ctx context.Context, emit graph.Emit[session.Request]) error
 	Results  func(ctx context.Context, r stages.Result) error
 	Logger   zerolog.Logger
 }
 
-// Build wires the pipeline's stages into a graph: tokenize → [scheduler →
-// embed → layer × L → head → sample →(loop back)] → detokenize, with the
-// decode loop bounded by the scheduler's max_in_flight.
+// Build wires the pipeline's stages into a graph:
+//
+//	requests → tokenize → admit ⇢ (queue) ⇢ scheduler → embed → layers… → head → sample ─┐
+//	                          loop: one step in flight ▲────────────────────────────────────┘
+//	retired sessions → detokenize → results
+//
+// One Step circulates in the loop for the engine's lifetime; each turn is one
+// forward pass of every active sequence. Finished sessions leave through the
+// scheduler's retired side.
 func Build(p *Pipeline, o BuildOptions) (*graph.Graph, error) {
-	e := o.Engine
-	if e == nil || o.Requests == nil || o.Results == nil {
+	e := o.Env
+	if e == nil || e.Sched == nil || o.Requests == nil || o.Results == nil {
 		return nil, fmt.Errorf("pipelines: Build needs an engine, a request source and a result sink")
 	}
 	opts := func(s *Stage) []graph.NodeOption {
@@ -75,56 +100,51 @@ func Build(p *Pipeline, o BuildOptions) (*graph.Graph, error) {
 	reqs := graph.Source(g, "requests", o.Requests)
 
 	st := stage(KindTokenize)
-	seqs := graph.Then(st.ID, reqs, &stages.Tokenize{E: e}, append(opts(st), graph.Ordered())...)
+	tp := st.Params.(*TokenizeParams)
+	seqs := graph.Then(st.ID, reqs, &stages.Tokenize{E: e, AddBOS: tp.AddBOS}, append(opts(st), graph.Ordered())...)
 
-	sched := stage(KindScheduler)
-	loop := graph.NewLoop[*decode.Seq](g, "decode", e.Opt.MaxSeqs)
-	steps := graph.Then(sched.ID, loop.Enter(seqs), &stages.Schedule{E: e}, opts(sched)...)
+	sch := stage(KindScheduler)
+	first := graph.Then(sch.ID+".admit", seqs, &stages.Admit{E: e})
+	loop := graph.NewLoop[*sched.Step](g, "decode", 1)
+	steps := graph.Then(sch.ID, loop.Enter(first), &stages.Schedule{E: e})
+	live, done := graph.Split("live", steps, func(s *sched.Step) bool { return !s.Done })
+	graph.Sink("end", loop.Exit(done), func(context.Context, *sched.Step) error { return nil })
 
 	st = stage(KindEmbed)
-	steps = graph.Then(st.ID, steps, &stages.Embed{E: e}, opts(st)...)
+	live = graph.Then(st.ID, live, &stages.Embed{E: e}, graph.Buffer(st.Buffer))
 
 	st = stage(KindTransformerLayers)
 	lp := st.Params.(*TransformerLayersParams)
 	blocks := e.Model.Blocks()
-	per := blocksPerStage(lp.BlocksPerStage, len(blocks), e.Opt.MaxSeqs)
+	per := lp.BlocksPerStage
+	if per <= 0 {
+		per = len(blocks)
+	}
 	for lo := 0; lo < len(blocks); lo += per {
 		hi := min(lo+per, len(blocks))
 		layer := &stages.Layers{E: e, Blocks: blocks[lo:hi]}
-		if a := lp.PrefetchAhead; a > 0 && lo+a < len(blocks) {
-			layer.Ahead = blocks[lo+a]
+		if a := lp.PrefetchAhead; a > 0 && hi-1+a < len(blocks) && per == 1 {
+			layer.Ahead = blocks[hi-1+a]
 		}
 		name := fmt.Sprintf("%s.%02d", st.ID, lo)
 		if hi-lo > 1 {
 			name = fmt.Sprintf("%s.%02d-%02d", st.ID, lo, hi-1)
 		}
-		steps = graph.Then(name, steps, layer, graph.Buffer(st.Buffer))
+		live = graph.Then(name, live, layer, graph.Buffer(st.Buffer))
 	}
 
 	st = stage(KindHead)
-	steps = graph.Then(st.ID, steps, &stages.Head{E: e}, opts(st)...)
+	live = graph.Then(st.ID, live, &stages.Head{E: e}, graph.Buffer(st.Buffer))
 
 	st = stage(KindSample)
-	back := graph.Then(st.ID, steps, &stages.Sample{E: e}, graph.Buffer(st.Buffer))
-	done, more := graph.Split("finished", back, (*decode.Seq).Done)
-	loop.Return(more)
-	out := loop.Exit(done)
+	loop.Return(graph.Then(st.ID, live, &stages.Sample{E: e}, graph.Buffer(st.Buffer)))
 
 	st = stage(KindDetokenize)
-	res := graph.Then(st.ID, out, &stages.Detokenize{E: e}, opts(st)...)
+	retired := graph.Source(g, sch.ID+".retired", stages.Retired(e))
+	res := graph.Then(st.ID, retired, &stages.Detokenize{E: e}, opts(st)...)
 	graph.Sink("results", res, o.Results)
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("pipelines: %s: %w", p.Source, err)
 	}
 	return g, nil
-}
-
-// blocksPerStage resolves the blocks_per_stage param: 0 spreads the blocks
-// over as many stages as can actually run at once, min(in flight, cores).
-func blocksPerStage(param, blocks, inFlight int) int {
-	if param > 0 {
-		return param
-	}
-	depth := max(1, min(inFlight, runtime.GOMAXPROCS(0), blocks))
-	return (blocks + depth - 1) / depth
 }

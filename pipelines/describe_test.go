@@ -27,16 +27,16 @@ model:
 stages (chain "sample"):
   #  id          kind                buffer  workers  params
   1  tokenize    tokenize            1       1        add_bos=true
-  2  scheduler   scheduler           1       1        max_in_flight=4 prefill_chunk=64 max_new_tokens=256 stop_at_eos=true
+  2  scheduler   scheduler           1       1        max_in_flight=4 prefill_chunk=64 max_batch_tokens=0 max_new_tokens=256 stop_at_eos=true
   3  embed       embed               1       1        -
   4  layers      transformer_layers  1       1        prefetch_ahead=1 blocks_per_stage=0
   5  head        head                1       1        -
   6  sample      sample              1       1        temperature=0 top_k=40 top_p=0.95 min_p=0.05 repeat_penalty=1 repeat_last_n=64 seed=unset
   7  detokenize  detokenize          1       1        -
   tokenize: text to token ids
-  scheduler: admits prompts in prefill chunks, batches active sequences, retires finished ones
+  scheduler: continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens
   embed: token ids to hidden states
-  layers: transformer blocks, blocks_per_stage to a stage (auto: as deep as can run at once), with weight prefetch
+  layers: transformer blocks, blocks_per_stage to a stage (auto: all in one), with weight prefetch
   head: final norm and output projection to logits
   sample: picks the next token; feeds it back to the scheduler
   detokenize: token ids to text

@@ -39,14 +39,21 @@ type TokenizeParams struct {
 // DefaultTokenizeParams returns the tokenize defaults.
 func DefaultTokenizeParams() *TokenizeParams { return &TokenizeParams{AddBOS: true} }
 
-// SchedulerParams configures continuous batching.
+// SchedulerParams configures continuous batching: every step's batch holds
+// one row for each generating sequence plus prompt chunks of newly admitted
+// ones, up to max_batch_tokens rows, and one forward pass carries it.
 type SchedulerParams struct {
-	// MaxInFlight bounds the sequences inside the decode loop at once; the
-	// bound is what keeps the feedback loop from deadlocking. ≥ 1, default 4.
+	// MaxInFlight is how many sequences are active at once (each holds a
+	// KV-cache sequence of the full context); more requests wait in a
+	// bounded queue. ≥ 1, default 4.
 	MaxInFlight int `toml:"max_in_flight"`
-	// PrefillChunk is the most prompt tokens one micro-batch carries for a
+	// PrefillChunk is the most prompt tokens one step carries for one
 	// sequence, so a long prompt does not stall the others. ≥ 1, default 64.
 	PrefillChunk int `toml:"prefill_chunk"`
+	// MaxBatchTokens is the most rows one step carries, across all sequences
+	// (vLLM's max_num_batched_tokens). 0 = max_in_flight × prefill_chunk.
+	// When set it must be ≥ prefill_chunk and ≥ max_in_flight.
+	MaxBatchTokens int `toml:"max_batch_tokens"`
 	// MaxNewTokens caps generated tokens per request; 0 = until EOS or the
 	// context is full. ≥ 0, default 256.
 	MaxNewTokens int `toml:"max_new_tokens"`
@@ -66,7 +73,21 @@ func (p *SchedulerParams) Validate() error {
 		atLeast("max_in_flight", p.MaxInFlight, 1),
 		atLeast("prefill_chunk", p.PrefillChunk, 1),
 		atLeast("max_new_tokens", p.MaxNewTokens, 0),
+		atLeast("max_batch_tokens", p.MaxBatchTokens, 0),
+		batchFits(p),
 	)
+}
+
+func batchFits(p *SchedulerParams) error {
+	switch {
+	case p.MaxBatchTokens == 0:
+		return nil
+	case p.MaxBatchTokens < p.PrefillChunk:
+		return &ParamError{Key: "max_batch_tokens", Msg: fmt.Sprintf("%d is less than prefill_chunk = %d: one prompt chunk must fit in a step", p.MaxBatchTokens, p.PrefillChunk)}
+	case p.MaxBatchTokens < p.MaxInFlight:
+		return &ParamError{Key: "max_batch_tokens", Msg: fmt.Sprintf("%d is less than max_in_flight = %d: every generating sequence needs its row in each step", p.MaxBatchTokens, p.MaxInFlight)}
+	}
+	return nil
 }
 
 // TransformerLayersParams configures the transformer blocks. The one
@@ -76,11 +97,12 @@ type TransformerLayersParams struct {
 	// PrefetchAhead is how many layers ahead of a batch the prefetch stage
 	// asks the weight store to load; 0 disables prefetch. ≥ 0, default 1.
 	PrefetchAhead int `toml:"prefetch_ahead"`
-	// BlocksPerStage is how many consecutive blocks one stage runs. One stage
-	// per block gives the most pipeline parallelism, but every stage boundary
-	// is a goroutine hand-off per token, and depth beyond the number of cores
-	// (or of sequences in flight) buys nothing. 0 = auto: the blocks split
-	// evenly over min(max_in_flight, GOMAXPROCS) stages. ≥ 0, default 0.
+	// BlocksPerStage is how many consecutive blocks one stage runs. One step
+	// (one batch) is in flight at a time and the kernel pool parallelises
+	// within it, so stage boundaries buy no compute overlap: they are where
+	// weight reads can be overlapped with compute and where per-stage
+	// metrics are taken, and each costs a goroutine hand-off per step.
+	// 0 = auto: all blocks in one stage. ≥ 0, default 0.
 	BlocksPerStage int `toml:"blocks_per_stage"`
 }
 
@@ -199,10 +221,10 @@ func Builtin() *Registry {
 	for _, k := range []Kind{
 		{Name: KindTokenize, Doc: "text to token ids", Stateless: true,
 			NewParams: func() any { return DefaultTokenizeParams() }},
-		{Name: KindScheduler, Doc: "admits prompts in prefill chunks, batches active sequences, retires finished ones",
+		{Name: KindScheduler, Doc: "continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens",
 			NewParams: func() any { return DefaultSchedulerParams() }},
 		{Name: KindEmbed, Doc: "token ids to hidden states"},
-		{Name: KindTransformerLayers, Doc: "transformer blocks, blocks_per_stage to a stage (auto: as deep as can run at once), with weight prefetch",
+		{Name: KindTransformerLayers, Doc: "transformer blocks, blocks_per_stage to a stage (auto: all in one), with weight prefetch",
 			NewParams: func() any { return DefaultTransformerLayersParams() }},
 		{Name: KindHead, Doc: "final norm and output projection to logits"},
 		{Name: KindSample, Doc: "picks the next token; feeds it back to the scheduler",

@@ -44,3 +44,29 @@ func (r *Registry) Preset(name string) (*Pipeline, error) {
 	}
 	return r.Parse(data, "<preset "+name+">")
 }
+
+// Greedy is the greedy preset, for programs that drive the engine from Go and
+// change a few params (Scheduler, Sampler) before starting it.
+func Greedy() *Pipeline {
+	p, err := Preset("greedy")
+	if err != nil {
+		panic(err) // the preset is embedded and tested
+	}
+	return p
+}
+
+// Scheduler is the scheduler stage's params (nil when there is none).
+func (p *Pipeline) Scheduler() *SchedulerParams {
+	if s, ok := p.StageOfKind(KindScheduler); ok {
+		return s.Params.(*SchedulerParams)
+	}
+	return nil
+}
+
+// Sampler is the sample stage's params (nil when there is none).
+func (p *Pipeline) Sampler() *SampleParams {
+	if s, ok := p.StageOfKind(KindSample); ok {
+		return s.Params.(*SampleParams)
+	}
+	return nil
+}

@@ -1,86 +1,125 @@
 // Package stages adapts the domain packages to graph stages. Each stage is a
-// few lines: the logic lives in decode (planning, sampling, stopping) and model
-// (the math). Ownership of a Step passes downstream with emit.
+// few lines: the logic lives in session (sampling, stopping), sched (batching)
+// and model (the math). A *sched.Step is one forward pass of one batch; it
+// circulates in the decode loop, and ownership passes downstream with emit.
 package stages
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
-// Step is one forward pass of one sequence moving through the model stages.
-// State is nil when the sequence failed before or during the pass: later
-// stages pass such steps along untouched so the failure reaches the output.
-type Step struct {
-	Seq   *decode.Seq
-	State *model.State
+// Env is what the stages of one engine share.
+type Env struct {
+	Model   model.Model
+	Store   offload.Store
+	Tok     tokenizer.Tokenizer
+	Sched   *sched.Scheduler
+	Session session.Options
 }
 
-// Tokenize turns requests into sequences.
-type Tokenize struct{ E *decode.Engine }
-
-func (s *Tokenize) Process(ctx context.Context, r decode.Request, emit graph.Emit[*decode.Seq]) error {
-	return emit(ctx, s.E.Start(r))
+// Tokenize turns requests into sessions.
+type Tokenize struct {
+	E      *Env
+	AddBOS bool
 }
 
-// Schedule plans the next forward pass of a sequence (a prefill chunk or one
-// decode token) and reserves its KV cache.
-type Schedule struct{ E *decode.Engine }
-
-func (s *Schedule) Process(ctx context.Context, q *decode.Seq, emit graph.Emit[Step]) error {
-	if q.Done() {
-		return emit(ctx, Step{Seq: q})
+func (s *Tokenize) Process(ctx context.Context, r session.Request, emit graph.Emit[*session.Session]) error {
+	o := s.E.Session
+	o.AddBOS = s.AddBOS
+	q := session.New(r, s.E.Tok, o)
+	if err := model.CheckAdapter(s.E.Model, r.Adapter); err != nil {
+		q.Fail(fmt.Errorf("request %s: %w", r.ID, err))
 	}
-	st, err := s.E.Plan(ctx, q)
-	if err != nil {
-		s.E.Fail(q, nil, err)
-		return emit(ctx, Step{Seq: q})
-	}
-	return emit(ctx, Step{Seq: q, State: st})
+	return emit(ctx, q)
 }
 
-// forward runs fn on live steps and turns a failure into a failed sequence, so
-// one bad request never stops the others.
-func forward(ctx context.Context, e *decode.Engine, in Step, emit graph.Emit[Step], fn func(*model.State) error) error {
-	if in.State != nil {
-		if err := fn(in.State); err != nil {
+// Admit hands sessions to the scheduler and, with the first one, puts the
+// one Step into the decode loop. When its input ends it closes admission, so
+// the loop drains and ends.
+type Admit struct {
+	E       *Env
+	started bool
+}
+
+func (s *Admit) Process(ctx context.Context, q *session.Session, emit graph.Emit[*sched.Step]) error {
+	if err := s.E.Sched.Admit(ctx, q); err != nil {
+		return err
+	}
+	if !s.started {
+		s.started = true
+		return emit(ctx, sched.NewStep())
+	}
+	return nil
+}
+
+// Flush closes admission; with no request at all it still starts the loop,
+// so the scheduler sees the end and closes its retired side.
+func (s *Admit) Flush(ctx context.Context, emit graph.Emit[*sched.Step]) error {
+	s.E.Sched.Close()
+	if !s.started {
+		s.started = true
+		return emit(ctx, sched.NewStep())
+	}
+	return nil
+}
+
+func (s *Admit) Close() error { s.E.Sched.Close(); return nil }
+
+// Schedule builds the step's batch from every active session.
+type Schedule struct{ E *Env }
+
+func (s *Schedule) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	if err := s.E.Sched.Plan(ctx, st); err != nil {
+		return err
+	}
+	return emit(ctx, st)
+}
+
+// forward runs fn unless an earlier stage failed the step. A failure marks
+// the step, so its sessions fail at Sample and the engine goes on.
+func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], fn func(*model.State) error) error {
+	if st.Err == nil {
+		if err := fn(st.State); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			e.Fail(in.Seq, in.State, err)
-			in.State = nil
+			st.Err = err
 		}
 	}
-	return emit(ctx, in)
+	return emit(ctx, st)
 }
 
 // Embed looks up token embeddings.
-type Embed struct{ E *decode.Engine }
+type Embed struct{ E *Env }
 
-func (s *Embed) Process(ctx context.Context, in Step, emit graph.Emit[Step]) error {
-	return forward(ctx, s.E, in, emit, func(st *model.State) error { return s.E.Model.Embed(ctx, st, s.E.Store) })
+func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
 
-// Layers runs a run of consecutive transformer blocks (one, by default).
-// Before each pass it hints the store about the weights of the block Ahead
-// (k layers down), so a tier that loads from disk overlaps that read with
-// this stage's compute.
+// Layers runs a run of consecutive transformer blocks. Before each pass it
+// hints the store about the weights of the block Ahead (k layers down), so a
+// tier that loads from disk overlaps that read with this stage's compute.
 type Layers struct {
-	E      *decode.Engine
+	E      *Env
 	Blocks []model.Block
 	Ahead  model.Block // nil: no prefetch
 }
 
-func (s *Layers) Process(ctx context.Context, in Step, emit graph.Emit[Step]) error {
-	if in.State != nil && s.Ahead != nil {
+func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	if st.Err == nil && s.Ahead != nil {
 		s.E.Store.Prefetch(s.Ahead.Weights()...)
 	}
-	return forward(ctx, s.E, in, emit, func(st *model.State) error {
+	return forward(ctx, st, emit, func(ms *model.State) error {
 		for _, b := range s.Blocks {
-			if err := b.Forward(ctx, st, s.E.Store); err != nil {
+			if err := b.Forward(ctx, ms, s.E.Store); err != nil {
 				return err
 			}
 		}
@@ -89,48 +128,62 @@ func (s *Layers) Process(ctx context.Context, in Step, emit graph.Emit[Step]) er
 }
 
 // Head computes logits for the output rows.
-type Head struct{ E *decode.Engine }
+type Head struct{ E *Env }
 
-func (s *Head) Process(ctx context.Context, in Step, emit graph.Emit[Step]) error {
-	return forward(ctx, s.E, in, emit, func(st *model.State) error { return s.E.Model.Head(ctx, st, s.E.Store) })
+func (s *Head) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
 }
 
-// Sample ends the pass: it commits the KV rows, picks the next token, checks
-// stop conditions, and sends the sequence back to the scheduler (or out).
-type Sample struct{ E *decode.Engine }
+// Sample ends the pass: the KV rows become history, each session samples its
+// next token from its logits, and the step goes back to the scheduler.
+type Sample struct{ E *Env }
 
-func (s *Sample) Process(ctx context.Context, in Step, emit graph.Emit[*decode.Seq]) error {
-	if in.State != nil {
-		if err := s.E.Advance(in.Seq, in.State); err != nil {
-			s.E.Fail(in.Seq, nil, err)
+func (s *Sample) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	s.E.Sched.Finish(st)
+	return emit(ctx, st)
+}
+
+// Retired is the source of finished sessions, in the order they finished.
+func Retired(e *Env) func(ctx context.Context, emit graph.Emit[*session.Session]) error {
+	return func(ctx context.Context, emit graph.Emit[*session.Session]) error {
+		for {
+			select {
+			case q, ok := <-e.Sched.Retired():
+				if !ok {
+					return nil
+				}
+				if err := emit(ctx, q); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
-	return emit(ctx, in.Seq)
 }
 
-// Result is a finished sequence as text.
+// Result is a finished session as text.
 type Result struct {
-	Seq        *decode.Seq
+	Session    *session.Session
 	Text       string // llama2.c-style: prompt and completion
 	Completion string
 }
 
-// Detokenize renders finished sequences.
-type Detokenize struct{ E *decode.Engine }
+// Detokenize renders finished sessions.
+type Detokenize struct{ E *Env }
 
-func (s *Detokenize) Process(ctx context.Context, q *decode.Seq, emit graph.Emit[Result]) error {
-	r := Result{Seq: q}
-	if q.Err == nil {
-		r.Text = decode.Text(s.E.Tok, q.Tokens)
-		r.Completion = decode.Completion(s.E.Tok, q)
+func (s *Detokenize) Process(ctx context.Context, q *session.Session, emit graph.Emit[Result]) error {
+	r := Result{Session: q}
+	if q.Err == nil || q.Generated() > 0 {
+		r.Text = session.Text(s.E.Tok, q.Tokens)
+		r.Completion = q.Completion()
 	}
 	return emit(ctx, r)
 }
 
 var (
-	_ graph.Stage[decode.Request, *decode.Seq] = (*Tokenize)(nil)
-	_ graph.Stage[*decode.Seq, Step]           = (*Schedule)(nil)
-	_ graph.Stage[Step, Step]                  = (*Layers)(nil)
-	_ graph.Stage[Step, *decode.Seq]           = (*Sample)(nil)
-	_ graph.Stage[*decode.Seq, Result]         = (*Detokenize)(nil)
+	_ graph.Stage[session.Request, *session.Session] = (*Tokenize)(nil)
+	_ graph.Stage[*session.Session, *sched.Step]     = (*Admit)(nil)
+	_ graph.Stage[*sched.Step, *sched.Step]          = (*Layers)(nil)
+	_ graph.Stage[*session.Session, Result]          = (*Detokenize)(nil)
 )

@@ -11,14 +11,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/decode"
-	"github.com/sluicehq/sluice/graph"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/stages"
 )
 
 type benchStats struct {
@@ -26,18 +25,22 @@ type benchStats struct {
 }
 
 type benchReport struct {
-	Model        string             `json:"model"`
-	Kernels      string             `json:"kernels"`
-	Threads      int                `json:"threads"`
-	PromptTokens int                `json:"prompt_tokens"`
-	GenTokens    int                `json:"gen_tokens"`
-	Runs         int                `json:"runs"`
-	PrefillTokS  float64            `json:"prefill_tok_s"`
-	DecodeTokS   float64            `json:"decode_tok_s"`
-	Prefill      benchStats         `json:"prefill"`
-	Decode       benchStats         `json:"decode"`
-	PeakRSSBytes int64              `json:"peak_rss_bytes"`
-	BusyShare    map[string]float64 `json:"stage_busy_share"`
+	Model        string  `json:"model"`
+	Kernels      string  `json:"kernels"`
+	Threads      int     `json:"threads"`
+	PromptTokens int     `json:"prompt_tokens"`
+	GenTokens    int     `json:"gen_tokens"`
+	Runs         int     `json:"runs"`
+	Parallel     int     `json:"parallel"`
+	PrefillTokS  float64 `json:"prefill_tok_s"`
+	DecodeTokS   float64 `json:"decode_tok_s"` // aggregate over the parallel sequences
+	// PerSeqDecodeTokS is one sequence's decode rate (llama-batched-bench's S_TG per sequence).
+	PerSeqDecodeTokS float64            `json:"per_seq_decode_tok_s"`
+	Prefill          benchStats         `json:"prefill"`
+	Decode           benchStats         `json:"decode"`
+	PerSeqDecode     benchStats         `json:"per_seq_decode"`
+	PeakRSSBytes     int64              `json:"peak_rss_bytes"`
+	BusyShare        map[string]float64 `json:"stage_busy_share"`
 }
 
 func stats(xs []float64) benchStats {
@@ -54,6 +57,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	promptTokens := fs.Int("prompt-tokens", 512, "prompt length in tokens (prefill)")
 	genTokens := fs.Int("gen-tokens", 128, "tokens to generate (decode)")
 	runs := fs.Int("runs", 5, "runs; figures are the median, min and max")
+	parallel := fs.Int("parallel", 1, "sequences decoded together in one batch (aggregate and per-sequence tok/s)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	if _, err := parse(fs, args); err != nil {
@@ -70,8 +74,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *promptTokens < 1 || *genTokens < 1 || *runs < 1 {
-		return fmt.Errorf("bench: --prompt-tokens, --gen-tokens and --runs must be ≥ 1: %w", errUsage)
+	if *promptTokens < 1 || *genTokens < 1 || *runs < 1 || *parallel < 1 {
+		return fmt.Errorf("bench: --prompt-tokens, --gen-tokens, --runs and --parallel must be ≥ 1: %w", errUsage)
 	}
 	p, err := pipelines.Preset("greedy")
 	if err != nil {
@@ -87,54 +91,83 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if *promptTokens+*genTokens > a.Context {
 		return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the model's context of %d", *promptTokens, *genTokens, a.Context)
 	}
-	o := p.EngineOptions()
-	o.MaxNewTokens, o.NoStop, o.PrefillChunk, o.MaxSeqs = *genTokens, true, *promptTokens, 1
-	o.Context = *promptTokens + *genTokens
+	sp, _ := p.StageOfKind(pipelines.KindScheduler)
+	sc := sp.Params.(*pipelines.SchedulerParams)
+	sc.MaxNewTokens, sc.StopAtEOS, sc.MaxInFlight = *genTokens, false, *parallel
+	// Prompts go in whole (one chunk each), and a step holds them all.
+	sc.PrefillChunk, sc.MaxBatchTokens = *promptTokens, *promptTokens**parallel
+	p.Model.Context = *promptTokens + *genTokens
 	rng := rand.New(rand.NewPCG(1, 2))
-	prompt := make([]int32, *promptTokens)
-	for i := range prompt {
-		prompt[i] = int32(rng.IntN(a.Vocab))
+	prompts := make([][]int32, *parallel)
+	for i := range prompts {
+		prompts[i] = make([]int32, *promptTokens)
+		for j := range prompts[i] {
+			prompts[i][j] = int32(rng.IntN(a.Vocab))
+		}
 	}
-	var prefill, dec []float64
+	var prefill, dec, perSeq []float64
 	busy := map[string]time.Duration{}
 	var total time.Duration
 	for range *runs {
-		eng, err := decode.New(l, o)
+		eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log})
 		if err != nil {
 			return err
 		}
-		var res stages.Result
-		g, err := pipelines.Build(p, pipelines.BuildOptions{
-			Engine: eng,
-			Requests: func(ctx context.Context, emit graph.Emit[decode.Request]) error {
-				return emit(ctx, decode.Request{Tokens: prompt})
-			},
-			Results: func(_ context.Context, r stages.Result) error { res = r; return nil },
-			Logger:  e.log,
-		})
-		if err != nil {
+		var mu sync.Mutex
+		var res []sluice.Result
+		for i, pr := range prompts {
+			err := eng.Submit(ctx, sluice.Request{ID: strconv.Itoa(i), Index: uint64(i), Tokens: pr}, func(r sluice.Result) {
+				mu.Lock()
+				res = append(res, r)
+				mu.Unlock()
+			})
+			if err != nil {
+				eng.Close()
+				return err
+			}
+		}
+		if err := eng.Drain(ctx); err != nil {
 			return err
 		}
-		if err := g.Run(ctx); err != nil {
-			return err
+		if len(res) != len(prompts) {
+			return fmt.Errorf("bench: %d of %d sequences finished", len(res), len(prompts))
 		}
-		s := res.Seq
-		if s == nil || s.Err != nil {
-			return fmt.Errorf("bench: generation failed: %v", s.Err)
+		// Prefill: all prompt tokens over the time to the last first token;
+		// decode: the tokens after each first token over the span from the
+		// last first token to the last end (all sequences decoding together).
+		var start, firstAll, endAll time.Time
+		var decoded int
+		var seqRate float64
+		for _, r := range res {
+			if r.Err != nil {
+				return fmt.Errorf("bench: generation failed: %w", r.Err)
+			}
+			if start.IsZero() || r.Start.Before(start) {
+				start = r.Start
+			}
+			if r.FirstToken.After(firstAll) {
+				firstAll = r.FirstToken
+			}
+			if r.End.After(endAll) {
+				endAll = r.End
+			}
+			decoded += r.CompletionTokens - 1
+			seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
 		}
-		prefill = append(prefill, float64(len(prompt))/s.FirstToken.Sub(s.Start).Seconds())
-		// The first token comes with the prefill; decode is the rest.
-		dec = append(dec, float64(s.Generated()-1)/s.End.Sub(s.FirstToken).Seconds())
-		for _, st := range g.Stats() {
+		prefill = append(prefill, float64(len(prompts)**promptTokens)/firstAll.Sub(start).Seconds())
+		dec = append(dec, float64(decoded)/endAll.Sub(firstAll).Seconds())
+		perSeq = append(perSeq, seqRate/float64(len(res)))
+		for _, st := range eng.NodeStats() {
 			busy[st.Name] += st.Busy
 			total += st.Busy
 		}
 	}
 	r := benchReport{
 		Model: p.Model.Path, Kernels: kernels.Impl(), Threads: l.Pool.Threads(), PromptTokens: *promptTokens, GenTokens: *genTokens, Runs: *runs,
-		Prefill: stats(prefill), Decode: stats(dec), PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{},
+		Parallel: *parallel, Prefill: stats(prefill), Decode: stats(dec), PerSeqDecode: stats(perSeq),
+		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{},
 	}
-	r.PrefillTokS, r.DecodeTokS = r.Prefill.Median, r.Decode.Median
+	r.PrefillTokS, r.DecodeTokS, r.PerSeqDecodeTokS = r.Prefill.Median, r.Decode.Median, r.PerSeqDecode.Median
 	for k, v := range busy {
 		if total > 0 {
 			r.BusyShare[k] = float64(v) / float64(total)
@@ -146,7 +179,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "model\t%s (%s kernels, %d threads)\n", r.Model, r.Kernels, r.Threads)
 	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, r.Runs)
-	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens)
+	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
+	if r.Parallel > 1 {
+		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
+	}
 	fmt.Fprintf(tw, "peak rss\t%s\n", humanBytes(r.PeakRSSBytes))
 	names := make([]string, 0, len(r.BusyShare))
 	for k := range r.BusyShare {

@@ -10,10 +10,10 @@ import (
 func TestConvertLlama2CGolden(t *testing.T) {
 	bin, tok, _, dir := stories(t)
 	out := filepath.Join(t.TempDir(), "stories260K.gguf")
-	if _, stderr, err := sluice(t, "", "convert", bin, "--tokenizer", tok, "-o", out); err != nil {
+	if _, stderr, err := cli(t, "", "convert", bin, "--tokenizer", tok, "-o", out); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	got, stderr, err := sluice(t, "", "generate", "-m", out, "--temp", "0", "-n", "256")
+	got, stderr, err := cli(t, "", "generate", "-m", out, "--temp", "0", "-n", "256")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -37,7 +37,7 @@ func TestConvertErrors(t *testing.T) {
 		{"directory without config.json", []string{tmp, "-o", filepath.Join(tmp, "x.gguf")}, []string{"config.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", append([]string{"convert"}, tc.args...)...)
+			_, _, err := cli(t, "", append([]string{"convert"}, tc.args...)...)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -23,7 +23,7 @@ func TestEvalJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, stderr, err := sluice(t, "", "eval", "-m", bin, "--tokenizer", tok, "--text", text, "--ref", gg, "--ctx", "128", "--json")
+	out, stderr, err := cli(t, "", "eval", "-m", bin, "--tokenizer", tok, "--text", text, "--ref", gg, "--ctx", "128", "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -41,7 +41,7 @@ func TestEvalJSON(t *testing.T) {
 	if w, _ := r["windows"].(float64); w != float64(int((r["tokens"].(float64)+126)/127)) {
 		t.Errorf("%v windows for %v tokens at ctx 128", r["windows"], r["tokens"])
 	}
-	out, _, err = sluice(t, "", "eval", "-m", bin, "--tokenizer", tok, "--text", text, "--ctx", "64")
+	out, _, err = cli(t, "", "eval", "-m", bin, "--tokenizer", tok, "--text", text, "--ctx", "64")
 	if err != nil || !strings.Contains(out, "perplexity:") || strings.Contains(out, "mean KL") {
 		t.Errorf("text output without --ref: %v\n%s", err, out)
 	}
@@ -51,7 +51,7 @@ func TestEvalJSON(t *testing.T) {
 func TestEvalMakeText(t *testing.T) {
 	bin, tok, _, _ := stories(t)
 	path := filepath.Join(t.TempDir(), "corpus.txt")
-	if _, stderr, err := sluice(t, "", "eval", "--make-text", "-m", bin, "--tokenizer", tok, "-o", path, "--tokens", "200", "--seed", "42"); err != nil {
+	if _, stderr, err := cli(t, "", "eval", "--make-text", "-m", bin, "--tokenizer", tok, "-o", path, "--tokens", "200", "--seed", "42"); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	got := strings.TrimSuffix(readFile(t, path), "\n")
@@ -84,7 +84,7 @@ func TestEvalErrors(t *testing.T) {
 		{"no model", []string{"--text", evalCorpus}, []string{"-m MODEL"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", append([]string{"eval"}, tc.args...)...)
+			_, _, err := cli(t, "", append([]string{"eval"}, tc.args...)...)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -4,19 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/sluicehq/sluice/decode"
-	"github.com/sluicehq/sluice/graph"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/stages"
 )
 
 // modelFlags are the flags every command that loads a model shares; a given
@@ -117,40 +116,29 @@ func seedPipeline(e *env, p *pipelines.Pipeline) {
 	}
 }
 
-// runPipeline loads the model, builds the graph and runs requests through it.
-func runPipeline(ctx context.Context, e *env, p *pipelines.Pipeline, o decode.Options,
-	reqs func(context.Context, graph.Emit[decode.Request]) error, results func(context.Context, stages.Result) error,
-	adapters ...loraSet,
-) (*model.Loaded, *graph.Graph, error) {
+// openEngine loads the pipeline's model (with a progress bar on a terminal and
+// the adapter sets registered) and starts an engine on it.
+func openEngine(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...loraSet) (*sluice.Engine, error) {
 	l, err := loadModel(ctx, e, p, adapters...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	eng, err := decode.New(l, o)
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log})
 	if err != nil {
 		l.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	g, err := pipelines.Build(p, pipelines.BuildOptions{Engine: eng, Requests: reqs, Results: results, Logger: e.log})
-	if err != nil {
-		l.Close()
-		return nil, nil, err
-	}
-	if p.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
-		defer cancel()
-	}
-	err = g.Run(ctx)
-	for _, s := range g.Stats() {
+	return eng, nil
+}
+
+// closeEngine stops the engine, logs the per-stage metrics and closes the model.
+func closeEngine(e *env, eng *sluice.Engine) error {
+	err := eng.Close()
+	for _, s := range eng.NodeStats() {
 		e.log.Debug().Str("node", s.Name).Int64("in", s.In).Int64("out", s.Out).Dur("busy", s.Busy).
 			Dur("blocked_send", s.BlockedOnSend).Dur("blocked_recv", s.BlockedOnRecv).Msg("stage")
 	}
-	if err != nil {
-		l.Close()
-		return nil, nil, err
-	}
-	return l, g, nil
+	return errors.Join(err, eng.Loaded().Close())
 }
 
 func cmdGenerate(ctx context.Context, e *env, args []string) error {
@@ -206,33 +194,38 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	seedPipeline(e, p)
-	o := p.EngineOptions()
-	if set["n"] || *pipeline == "" {
-		o.MaxNewTokens = *n
+	if s, ok := p.StageOfKind(pipelines.KindScheduler); ok && (set["n"] || *pipeline == "") {
+		s.Params.(*pipelines.SchedulerParams).MaxNewTokens = *n
 	}
-	var out stages.Result
 	sets := oneSet(lf.specs())
-	reqs := func(ctx context.Context, emit graph.Emit[decode.Request]) error {
-		req := decode.Request{ID: "generate", Prompt: *prompt}
-		if len(sets) > 0 {
-			req.Adapter = sets[0].Name
-		}
-		return emit(ctx, req)
-	}
-	results := func(_ context.Context, r stages.Result) error { out = r; return nil }
-	l, _, err := runPipeline(ctx, e, p, o, reqs, results, sets...)
+	eng, err := openEngine(ctx, e, p, sets...)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	if out.Seq == nil {
-		return fmt.Errorf("generate: the pipeline produced no result")
+	defer closeEngine(e, eng)
+	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt)}
+	if len(sets) > 0 {
+		req.Adapter = sets[0].Name
 	}
-	if out.Seq.Err != nil {
-		return out.Seq.Err
+	// The prompt's text first, then each token's as it is sampled, as
+	// llama2.c's run.c streams them.
+	if _, err := io.WriteString(e.stdout, eng.Text(req.Tokens)); err != nil {
+		return err
 	}
-	_, err = io.WriteString(e.stdout, out.Text+"\n")
-	return err
+	st, err := eng.Generate(ctx, req)
+	if err != nil {
+		return err
+	}
+	for t, ok := st.Next(context.Background()); ok; t, ok = st.Next(context.Background()) {
+		if _, err := io.WriteString(e.stdout, t.Text); err != nil {
+			return err
+		}
+	}
+	res := st.Result()
+	if _, err := io.WriteString(e.stdout, "\n"); err != nil {
+		return err
+	}
+	return res.Err
 }
 
 func cmdValidate(ctx context.Context, e *env, args []string) error {

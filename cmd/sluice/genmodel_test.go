@@ -16,7 +16,7 @@ import (
 func TestGenModel(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	out, stderr, err := sluice(t, "", "gen-model", "--preset", "tiny", "--dtype", "q4_0", "--seed", "3", "--std", "0.03", "-o", path)
+	out, stderr, err := cli(t, "", "gen-model", "--preset", "tiny", "--dtype", "q4_0", "--seed", "3", "--std", "0.03", "-o", path)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -55,13 +55,13 @@ func TestGenModel(t *testing.T) {
 		{"missing tokenizer", []string{"--tokenizer", filepath.Join(dir, "none.bin"), "-o", path}, "none.bin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", append([]string{"gen-model"}, tc.args...)...)
+			_, _, err := cli(t, "", append([]string{"gen-model"}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
 	}
-	_, _, err = sluice(t, "", "gen-model", "--preset", "tiny")
+	_, _, err = cli(t, "", "gen-model", "--preset", "tiny")
 	if !errors.Is(err, errUsage) {
 		t.Errorf("missing -o: %v, want a usage error", err)
 	}

@@ -57,7 +57,7 @@ func writeStoriesAdapter(t *testing.T, dir string, seed uint64, outQ int) string
 
 func mustSluice(t *testing.T, args ...string) string {
 	t.Helper()
-	out, stderr, err := sluice(t, "", args...)
+	out, stderr, err := cli(t, "", args...)
 	if err != nil {
 		t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
@@ -171,7 +171,7 @@ func TestLoraBadInput(t *testing.T) {
 		{"duplicate names", []string{"run", "p.toml", "--prompts", "x", "--out", "y", "--lora", good, "--lora", good + ":2"}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, stderr, err := sluice(t, "", tc.args...)
+			_, stderr, err := cli(t, "", tc.args...)
 			if err == nil {
 				t.Fatal("no error")
 			}

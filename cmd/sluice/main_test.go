@@ -12,8 +12,8 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// sluice runs the CLI in-process and returns stdout, stderr and the error.
-func sluice(t *testing.T, stdin string, args ...string) (string, string, error) {
+// cli runs the CLI in-process and returns stdout, stderr and the error.
+func cli(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(t.Context(), args, strings.NewReader(stdin), &out, &errb)
@@ -52,7 +52,7 @@ func TestGenerateGolden(t *testing.T) {
 		{"ram-tier", []string{"generate", "-m", gg, "--temp", "0", "-n", "256", "--tier", "ram", "--threads", "1"}, want256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, err := sluice(t, "", tc.args...)
+			out, stderr, err := cli(t, "", tc.args...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
@@ -67,7 +67,7 @@ func TestGenerateGolden(t *testing.T) {
 func TestGenerateSeed(t *testing.T) {
 	bin, tok, _, _ := stories(t)
 	gen := func(seed string) string {
-		out, stderr, err := sluice(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0.8", "--seed", seed, "-n", "64")
+		out, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0.8", "--seed", seed, "-n", "64")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
@@ -95,7 +95,7 @@ func TestTokenizeVocabGoldens(t *testing.T) {
 				t.Fatalf("%d inputs, %d outputs", len(inp), len(outs))
 			}
 			for i, in := range inp {
-				got, stderr, err := sluice(t, in, "tokenize", "-m", base)
+				got, stderr, err := cli(t, in, "tokenize", "-m", base)
 				if err != nil {
 					t.Fatalf("case %d: %v\n%s", i, err, stderr)
 				}
@@ -109,7 +109,7 @@ func TestTokenizeVocabGoldens(t *testing.T) {
 
 func TestTokenizeLlama2C(t *testing.T) {
 	bin, tok, _, _ := stories(t)
-	out, stderr, err := sluice(t, "Lily and Tom", "tokenize", "-m", bin, "--tokenizer", tok, "--bos")
+	out, stderr, err := cli(t, "Lily and Tom", "tokenize", "-m", bin, "--tokenizer", tok, "--bos")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -152,7 +152,7 @@ func TestBadInput(t *testing.T) {
 		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", tc.args...)
+			_, _, err := cli(t, "", tc.args...)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -167,7 +167,7 @@ func TestBadInput(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	_, _, gg, _ := stories(t)
-	out, stderr, err := sluice(t, "", "inspect", gg)
+	out, stderr, err := cli(t, "", "inspect", gg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -176,17 +176,17 @@ func TestInspect(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", s, out)
 		}
 	}
-	out, _, err = sluice(t, "", "inspect", "--json", gg)
+	out, _, err = cli(t, "", "inspect", "--json", gg)
 	if err != nil || !strings.Contains(out, `"kv_bytes_per_token": 1280`) {
 		t.Fatalf("inspect --json: %v\n%s", err, out)
 	}
 }
 
 func TestUsage(t *testing.T) {
-	if _, _, err := sluice(t, "", "frobnicate"); err != errUsage {
+	if _, _, err := cli(t, "", "frobnicate"); err != errUsage {
 		t.Fatalf("unknown command: err %v, want usage", err)
 	}
-	out, _, err := sluice(t, "", "help")
+	out, _, err := cli(t, "", "help")
 	if err != nil || !strings.Contains(out, "generate") {
 		t.Fatalf("help: %v %q", err, out)
 	}
@@ -205,7 +205,7 @@ this is not json
 {"custom_id":"c","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Hi"}]}}
 `), 0o644)
 	args := []string{"run", "greedy", "--prompts", in, "--out", out, "--model", bin, "--tokenizer", tok}
-	_, stderr, err := sluice(t, "", append([]string{}, args...)...)
+	_, stderr, err := cli(t, "", append([]string{}, args...)...)
 	if err == nil || !strings.Contains(err.Error(), "greedy") {
 		// "greedy" is not a file: the preset names are for generate; run takes a file.
 		t.Fatalf("run with a missing pipeline file: err %v", err)
@@ -213,7 +213,7 @@ this is not json
 	pfile := filepath.Join(tmp, "p.toml")
 	os.WriteFile(pfile, []byte(strings.Replace(readFile(t, filepath.Join(testutil.Root(), "pipelines", "greedy.toml")), "max_new_tokens = 256", "max_new_tokens = 8", 1)), 0o644)
 	args[1] = pfile
-	if _, stderr, err = sluice(t, "", args...); err != nil {
+	if _, stderr, err = cli(t, "", args...); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(readFile(t, out)), "\n")
@@ -226,7 +226,7 @@ this is not json
 			t.Errorf("results lack %s:\n%s", s, all)
 		}
 	}
-	if _, stderr, err = sluice(t, "", args...); err != nil {
+	if _, stderr, err = cli(t, "", args...); err != nil {
 		t.Fatalf("resume: %v\n%s", err, stderr)
 	}
 	if again := strings.Split(strings.TrimSpace(readFile(t, out)), "\n"); len(again) != 4 {
@@ -236,7 +236,7 @@ this is not json
 
 func TestValidate(t *testing.T) {
 	p := filepath.Join(testutil.Root(), "pipelines", "sample.toml")
-	out, stderr, err := sluice(t, "", "validate", p)
+	out, stderr, err := cli(t, "", "validate", p)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -245,7 +245,7 @@ func TestValidate(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	os.WriteFile(bad, []byte(strings.Replace(readFile(t, p), "top_k", "top_kk", 1)), 0o644)
-	_, _, err = sluice(t, "", "validate", bad)
+	_, _, err = cli(t, "", "validate", bad)
 	if err == nil || !strings.Contains(err.Error(), "top_kk") {
 		t.Fatalf("unknown key: err %v", err)
 	}

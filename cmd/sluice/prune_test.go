@@ -46,7 +46,7 @@ func TestPruneStories(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(tmp, tc.name+".gguf")
-			stdout, stderr, err := sluice(t, "", append([]string{"prune", "-o", out}, tc.args...)...)
+			stdout, stderr, err := cli(t, "", append([]string{"prune", "-o", out}, tc.args...)...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
@@ -127,7 +127,7 @@ func TestPruneErrors(t *testing.T) {
 		{"global with nm", []string{"--nm", "2:4", "--global"}, "--global"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", append([]string{"prune", "-m", gg, "-o", out}, tc.args...)...)
+			_, _, err := cli(t, "", append([]string{"prune", "-m", gg, "-o", out}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
@@ -142,7 +142,7 @@ func TestPruneErrors(t *testing.T) {
 		{"bin without tokenizer", []string{"-m", bin}, []string{"stories260K.bin", "--tokenizer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", append([]string{"prune", "--sparsity", "0.5", "-o", out}, tc.args...)...)
+			_, _, err := cli(t, "", append([]string{"prune", "--sparsity", "0.5", "-o", out}, tc.args...)...)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/compress/quant"
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -30,17 +31,14 @@ func runsLikeRef(t *testing.T, path string, tol float64) []int32 {
 	}
 	defer l.Close()
 	logits := map[int32][]float32{}
-	eng, err := decode.New(l, decode.Options{MaxNewTokens: 32, AllLogits: true, NoStop: true,
-		OnLogits: func(_ *decode.Seq, pos int32, lg []float32) { logits[pos] = slices.Clone(lg) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := eng.Generate(t.Context(), decode.Request{Tokens: []int32{1}})
+	seq := complete(t, l, sluice.Request{Tokens: []int32{1}, AllLogits: true,
+		OnLogits: func(pos int32, lg []float32) { logits[pos] = slices.Clone(lg) }},
+		func(sc *pipelines.SchedulerParams) { sc.MaxNewTokens, sc.StopAtEOS = 32, false })
 	if seq.Err != nil {
 		t.Fatal(seq.Err)
 	}
-	if seq.Generated() != 32 {
-		t.Fatalf("generated %d tokens, want 32", seq.Generated())
+	if seq.CompletionTokens != 32 {
+		t.Fatalf("generated %d tokens, want 32", seq.CompletionTokens)
 	}
 	tr, err := ref.New(t.Context(), l.Source, l.Store, 0)
 	if err != nil {
@@ -131,7 +129,7 @@ func TestQuantizeStories(t *testing.T) {
 					t.Fatal(err)
 				}
 				out := filepath.Join(tmp, in.name+"-"+typ+".gguf")
-				stdout, stderr, err := sluice(t, "", append([]string{"quantize", "-o", out, "--type", typ}, in.args...)...)
+				stdout, stderr, err := cli(t, "", append([]string{"quantize", "-o", out, "--type", typ}, in.args...)...)
 				if err != nil {
 					t.Fatalf("%v\n%s", err, stderr)
 				}
@@ -177,7 +175,7 @@ func TestQuantizeStories(t *testing.T) {
 				}
 				runsLikeRef(t, out, tol)
 				if typ == "int4-g32" || typ == "nf4" {
-					text, _, err := sluice(t, "", "inspect", out)
+					text, _, err := cli(t, "", "inspect", out)
 					if err != nil || !strings.Contains(text, typ) || !regexp.MustCompile(`blk\.0\.ffn_down\.weight\s+`+typ+`\s`).MatchString(text) {
 						t.Errorf("inspect: %v, output lacks %q:\n%s", err, typ, text)
 					}
@@ -231,7 +229,7 @@ func TestQuantizeErrors(t *testing.T) {
 		{"tokenizer with gguf", []string{"quantize", "-m", gg, "--tokenizer", tok, "-o", out, "--type", "q8_0"}, []string{"--tokenizer is for llama2.c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := sluice(t, "", tc.args...)
+			_, _, err := cli(t, "", tc.args...)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -245,4 +243,22 @@ func TestQuantizeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// complete runs one request through an engine on l over the greedy preset,
+// changed by tune.
+func complete(t *testing.T, l *model.Loaded, req sluice.Request, tune func(*pipelines.SchedulerParams)) sluice.Result {
+	t.Helper()
+	p := pipelines.Greedy()
+	p.Scheduler().MaxInFlight = 1
+	if tune != nil {
+		tune(p.Scheduler())
+	}
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r, _ := eng.Complete(t.Context(), req)
+	return r
 }

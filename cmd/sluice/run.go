@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/batch"
-	"github.com/sluicehq/sluice/decode"
-	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/stages"
 )
 
 // cmdRun runs every prompt of a file through a pipeline. Lines that cannot be
@@ -62,7 +61,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	defer dst.Close()
 	w := batch.NewWriter(dst)
-	o := p.EngineOptions()
+	so := p.SessionOptions().Sampling
 
 	var bar *progressbar.ProgressBar
 	if e.stderrTTY {
@@ -70,7 +69,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	}
 	var nOK, nErr, nSkip atomic.Int64
-	record := func(r batch.Result) error {
+	var mu sync.Mutex // results come from the engine's goroutine and from bad lines here
+	var writeErr error
+	record := func(r batch.Result) {
+		mu.Lock()
+		defer mu.Unlock()
 		if r.Error != "" {
 			nErr.Add(1)
 		} else {
@@ -79,9 +82,31 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		if bar != nil {
 			bar.Add(1)
 		}
-		return w.Write(r)
+		if err := w.Write(r); err != nil && writeErr == nil {
+			writeErr = err
+		}
 	}
-	reqs := func(ctx context.Context, emit graph.Emit[decode.Request]) error {
+	done2 := func(res sluice.Result) {
+		if res.Finish == sluice.FinishCancelled {
+			return // not a result: the run was interrupted, a rerun does this line
+		}
+		r := batch.Result{CustomID: res.ID, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, FinishReason: res.Finish}
+		if res.Err != nil {
+			r = batch.Result{CustomID: res.ID, Error: res.Err.Error()}
+		} else {
+			r.Text = res.Completion
+			if !res.FirstToken.IsZero() {
+				r.PrefillMS = float64(res.FirstToken.Sub(res.Start).Microseconds()) / 1000
+				r.DecodeMS = float64(res.End.Sub(res.FirstToken).Microseconds()) / 1000
+			}
+		}
+		record(r)
+	}
+	eng, err := openEngine(ctx, e, p, sets...)
+	if err != nil {
+		return err
+	}
+	submitErr := func() error {
 		rd := batch.NewReader(src, *in, f)
 		for {
 			r, err := rd.Next()
@@ -96,49 +121,35 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				continue
 			}
 			if r.Err != nil {
-				if err := record(batch.Result{CustomID: r.CustomID, Error: r.Err.Error()}); err != nil {
-					return err
-				}
+				record(batch.Result{CustomID: r.CustomID, Error: r.Err.Error()})
 				continue
 			}
-			req := decode.Request{ID: r.CustomID, Index: uint64(r.Line), Prompt: r.Text(), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter}
+			req := sluice.Request{ID: r.CustomID, Index: uint64(r.Line), Prompt: r.Text(), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter}
 			if r.Temperature != nil || r.Seed != nil {
-				so := o.Sampling
+				o := so
 				if r.Temperature != nil {
-					so.Temperature = float32(*r.Temperature)
+					o.Temperature = float32(*r.Temperature)
 				}
 				if r.Seed != nil {
-					so.Seed = *r.Seed
+					o.Seed = *r.Seed
 				}
-				req.Sampling = &so
+				req.Sampling = &o
 			}
-			if err := emit(ctx, req); err != nil {
+			if err := eng.Submit(ctx, req, done2); err != nil {
 				return err
 			}
 		}
+	}()
+	if submitErr == nil {
+		submitErr = eng.Drain(ctx)
 	}
-	results := func(_ context.Context, r stages.Result) error {
-		s := r.Seq
-		res := batch.Result{CustomID: s.Req.ID, PromptTokens: s.NPrompt, CompletionTokens: s.Generated(), FinishReason: s.Finish}
-		if s.Err != nil {
-			res = batch.Result{CustomID: s.Req.ID, Error: s.Err.Error()}
-		} else {
-			res.Text = r.Completion
-			if !s.FirstToken.IsZero() {
-				res.PrefillMS = float64(s.FirstToken.Sub(s.Start).Microseconds()) / 1000
-				res.DecodeMS = float64(s.End.Sub(s.FirstToken).Microseconds()) / 1000
-			}
-		}
-		return record(res)
-	}
-	l, _, err := runPipeline(ctx, e, p, o, reqs, results, sets...)
+	err = errors.Join(submitErr, closeEngine(e, eng), writeErr)
 	if bar != nil {
 		bar.Finish()
 	}
 	if err != nil {
 		return err
 	}
-	defer l.Close()
 	e.log.Info().Int64("ok", nOK.Load()).Int64("errors", nErr.Load()).Int64("skipped", nSkip.Load()).Str("out", *out).Msg("batch done")
 	fmt.Fprintf(e.stderr, "sluice run: %d done, %d errors, %d already in %s\n", nOK.Load(), nErr.Load(), nSkip.Load(), *out)
 	return nil

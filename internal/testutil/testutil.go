@@ -26,6 +26,12 @@ func Root() string {
 	}
 }
 
+// HaveModels reports whether ../shared/models is beside the clone.
+func HaveModels() bool {
+	_, err := os.Stat(filepath.Join(Root(), "..", "shared", "models", "stories260K", "stories260K.bin"))
+	return err == nil
+}
+
 // Models returns ../shared/models beside the clone, or skips the test with a
 // clear message when it is absent (a fresh clone still passes).
 func Models(t testing.TB) string {

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/compress/lora"
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/format/safetensors"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -101,16 +102,13 @@ func loadModel(t *testing.T, path, tok string) *model.Loaded {
 func logitsAt(t *testing.T, l *model.Loaded, tokens []int32, chunk int, adapter string) [][]float32 {
 	t.Helper()
 	var out [][]float32
-	eng, err := decode.New(l, decode.Options{PrefillChunk: chunk, MaxNewTokens: 1, AllLogits: true,
-		OnLogits: func(_ *decode.Seq, _ int32, lg []float32) { out = append(out, slices.Clone(lg)) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := eng.Generate(t.Context(), decode.Request{Tokens: tokens, Adapter: adapter})
+	s := complete(t, l, sluice.Request{Tokens: tokens, Adapter: adapter, AllLogits: true,
+		OnLogits: func(_ int32, lg []float32) { out = append(out, slices.Clone(lg)) }},
+		func(sc *pipelines.SchedulerParams) { sc.PrefillChunk, sc.MaxNewTokens = chunk, 1 })
 	if s.Err != nil {
 		t.Fatal(s.Err)
 	}
-	if len(out) != len(tokens) {
+	if len(out) != len(tokens) { // the last row's logits also pick the one new token
 		t.Fatalf("%d rows of logits for %d tokens", len(out), len(tokens))
 	}
 	return out
@@ -129,11 +127,7 @@ func maxAbsDiff(a, b [][]float32) (d float64, pos int) {
 
 // storyTokens is BOS and 63 greedy tokens of the base model: a real text.
 func storyTokens(t *testing.T, l *model.Loaded) []int32 {
-	eng, err := decode.New(l, decode.Options{AddBOS: true, MaxNewTokens: 63, NoStop: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := eng.Generate(t.Context(), decode.Request{})
+	s := complete(t, l, sluice.Request{}, func(sc *pipelines.SchedulerParams) { sc.MaxNewTokens, sc.StopAtEOS = 63, false })
 	if s.Err != nil || len(s.Tokens) != 64 {
 		t.Fatalf("base run: %d tokens, err %v", len(s.Tokens), s.Err)
 	}
@@ -245,11 +239,7 @@ func TestAdaptersPerRequest(t *testing.T) {
 	}
 
 	// An unknown adapter fails its request, naming what is loaded.
-	eng, err := decode.New(shared, decode.Options{MaxNewTokens: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := eng.Generate(t.Context(), decode.Request{ID: "r1", Tokens: tokens[:4], Adapter: "pirate"})
+	s := complete(t, shared, sluice.Request{ID: "r1", Tokens: tokens[:4], Adapter: "pirate"}, nil)
 	if !errors.Is(s.Err, model.ErrAdapter) || !strings.Contains(s.Err.Error(), `"pirate"`) || !strings.Contains(s.Err.Error(), "[a b]") {
 		t.Errorf("unknown adapter: err = %v, want ErrAdapter naming pirate and the loaded [a b]", s.Err)
 	}
@@ -307,4 +297,22 @@ func TestAdapterDoesNotFit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// complete runs one request through an engine on l over the greedy preset,
+// changed by tune.
+func complete(t *testing.T, l *model.Loaded, req sluice.Request, tune func(*pipelines.SchedulerParams)) sluice.Result {
+	t.Helper()
+	p := pipelines.Greedy()
+	p.Scheduler().MaxInFlight = 1
+	if tune != nil {
+		tune(p.Scheduler())
+	}
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r, _ := eng.Complete(t.Context(), req)
+	return r
 }

@@ -1,0 +1,376 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/model/ref"
+	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/tensor"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// synthModel writes the tiny synthetic llama (random weights, real layout) and
+// loads it with the given kernel threads.
+func synthModel(t testing.TB, threads int, dt tensor.DType) *model.Loaded {
+	t.Helper()
+	p, err := synth.LookupPreset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, synth.Options{Preset: p, DType: dt, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return load(t, model.LoadOptions{Path: path, Threads: threads})
+}
+
+func load(t testing.TB, o model.LoadOptions) *model.Loaded {
+	t.Helper()
+	l, err := model.Load(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func stories(t testing.TB, threads int) *model.Loaded {
+	dir := testutil.Models(t)
+	return load(t, model.LoadOptions{
+		Path: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"), Threads: threads,
+	})
+}
+
+// pipeline is the greedy or sampling preset with the scheduler set as given.
+func pipeline(t testing.TB, temp float64, inFlight, chunk, maxNew int) *pipelines.Pipeline {
+	t.Helper()
+	p := pipelines.Greedy()
+	sc := p.Scheduler()
+	sc.MaxInFlight, sc.PrefillChunk, sc.MaxNewTokens = inFlight, chunk, maxNew
+	if temp > 0 {
+		seed := uint64(11)
+		*p.Sampler() = *pipelines.DefaultSampleParams()
+		p.Sampler().Temperature, p.Sampler().Seed = temp, &seed
+	}
+	return p
+}
+
+func engine(t testing.TB, l *model.Loaded, p *pipelines.Pipeline) *sluice.Engine {
+	t.Helper()
+	e, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// prompts32 are 32 prompts of different lengths (1 to ~40 tokens).
+func prompts32() []string {
+	words := strings.Fields("once upon a time there was a little girl named Lily who liked to play in the park with her dog and her friend Tom every day after school when the sun was warm")
+	var out []string
+	for i := range 32 {
+		out = append(out, strings.Join(words[:(i*7)%len(words)], " "))
+	}
+	return out
+}
+
+// runAll submits every prompt at once and returns the results by index.
+func runAll(t testing.TB, e *sluice.Engine, prompts []string, seeded bool) []sluice.Result {
+	t.Helper()
+	res := make([]sluice.Result, len(prompts))
+	var wg sync.WaitGroup
+	for i, pr := range prompts {
+		wg.Add(1)
+		req := sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr}
+		if err := e.Submit(context.Background(), req, func(r sluice.Result) { res[i] = r; wg.Done() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("prompt %d: %v", i, r.Err)
+		}
+	}
+	return res
+}
+
+// Must show 1: 32 prompts of different lengths with 32 in flight (one batch
+// per step, rows of all of them) give text byte-identical to one at a time,
+// greedy and seeded, at 1 and 2 threads, on a real and a synthetic model.
+func TestBatchInvariance(t *testing.T) {
+	type mk func(t testing.TB, threads int) *model.Loaded
+	models := []struct {
+		name string
+		load mk
+	}{
+		{"synthetic-q8_0", func(t testing.TB, th int) *model.Loaded { return synthModel(t, th, tensor.Q8_0) }},
+		{"synthetic-f32", func(t testing.TB, th int) *model.Loaded { return synthModel(t, th, tensor.F32) }},
+	}
+	if testutil.HaveModels() {
+		models = append(models, struct {
+			name string
+			load mk
+		}{"stories260K", stories})
+	}
+	n := 48
+	if testing.Short() {
+		n = 12
+	}
+	prompts := prompts32()
+	for _, m := range models {
+		for _, threads := range []int{1, 2} {
+			l := m.load(t, threads)
+			for _, temp := range []float64{0, 0.8} {
+				t.Run(fmt.Sprintf("%s/threads=%d/temp=%g", m.name, threads, temp), func(t *testing.T) {
+					alone := runAll(t, engine(t, l, pipeline(t, temp, 1, 64, n)), prompts, temp > 0)
+					// Prefill chunks of 5 with a 40-row step budget: prompts
+					// are split differently from the run alone.
+					p := pipeline(t, temp, 32, 5, n)
+					p.Scheduler().MaxBatchTokens = 40
+					e := engine(t, l, p)
+					together := runAll(t, e, prompts, temp > 0)
+					for i := range prompts {
+						if alone[i].Text != together[i].Text || !slices.Equal(alone[i].Tokens, together[i].Tokens) {
+							t.Fatalf("prompt %d (%q): alone %q, with 31 others %q", i, prompts[i], alone[i].Text, together[i].Text)
+						}
+					}
+					if st := e.Stats(); st.Steps == 0 || float64(st.Rows)/float64(st.Steps) < 8 {
+						t.Fatalf("32 in flight ran %d rows in %d steps: the batches did not mix sequences", st.Rows, st.Steps)
+					}
+				})
+			}
+		}
+	}
+}
+
+// The engine (paged KV cache, prefill chunks, several sequences in one batch)
+// and model/ref (run.c in Go, one token at a time) give bit-identical logits at
+// every position with the generic kernels; with fast kernels the promise is a
+// tolerance.
+func TestEngineMatchesRef(t *testing.T) {
+	dir := testutil.Models(t)
+	for _, tc := range []struct{ name, model, tok string }{
+		{"bin", "stories260K/stories260K.bin", "stories260K/tok512.bin"},
+		{"gguf", "stories260K-gguf/stories260K.gguf", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo := model.LoadOptions{Path: filepath.Join(dir, tc.model), Threads: 2}
+			if tc.tok != "" {
+				lo.Tokenizer = filepath.Join(dir, tc.tok)
+			}
+			l := load(t, lo)
+			n := 256
+			if testing.Short() {
+				n = 40
+			}
+			e := engine(t, l, pipeline(t, 0, 3, 3, n))
+			prompts := []string{"", "Lily and Tom", "The cat sat on the mat."}
+			var mu sync.Mutex
+			logits := map[string]map[int32][]float32{}
+			res := map[string]sluice.Result{}
+			for _, pr := range prompts {
+				logits[pr] = map[int32][]float32{}
+			}
+			var wg sync.WaitGroup
+			for i, pr := range prompts {
+				wg.Add(1)
+				req := sluice.Request{ID: pr, Index: uint64(i), Prompt: pr, AllLogits: true,
+					OnLogits: func(pos int32, lg []float32) { mu.Lock(); logits[pr][pos] = slices.Clone(lg); mu.Unlock() }}
+				if err := e.Submit(t.Context(), req, func(r sluice.Result) { mu.Lock(); res[pr] = r; mu.Unlock(); wg.Done() }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			if tc.name == "bin" && !testing.Short() {
+				want, err := os.ReadFile(filepath.Join(dir, "stories260K", "expected-greedy-256.txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := res[""].Text + "\n"; got != string(want) {
+					t.Fatalf("greedy text differs from llama2.c's:\n got %q\nwant %q", got, want)
+				}
+			}
+			exact := kernels.Impl() == "generic"
+			for _, pr := range prompts {
+				r := res[pr]
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				tr, err := ref.New(t.Context(), l.Source, l.Store, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for pos := range len(r.Tokens) - 1 {
+					want, err := tr.Forward(r.Tokens[pos], pos)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, ok := logits[pr][int32(pos)]
+					if !ok {
+						t.Fatalf("prompt %q: no logits at position %d", pr, pos)
+					}
+					compare(t, pr, pos, want, got, exact)
+				}
+			}
+		})
+	}
+}
+
+func compare(t *testing.T, prompt string, pos int, want, got []float32, exact bool) {
+	t.Helper()
+	for i := range want {
+		if exact && math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+			t.Fatalf("prompt %q position %d logit %d: ref %v, engine %v (must be bit-identical with %s kernels)", prompt, pos, i, want[i], got[i], kernels.Impl())
+		}
+		if !exact && math.Abs(float64(want[i]-got[i])) > 1e-3*(1+math.Abs(float64(want[i]))) {
+			t.Fatalf("prompt %q position %d logit %d: ref %v, engine %v", prompt, pos, i, want[i], got[i])
+		}
+	}
+}
+
+// Must show 4: one of 8 in-flight requests cancelled through its context ends
+// with finish reason cancelled; the other 7 are byte-identical to a run
+// without the cancellation; no goroutine outlives Close (TestMain's goleak).
+func TestCancelOne(t *testing.T) {
+	l := synthModel(t, 2, tensor.Q8_0)
+	prompts := prompts32()[:8]
+	want := runAll(t, engine(t, l, pipeline(t, 0.8, 8, 16, 40)), prompts, true)
+
+	e, err := sluice.New(l, sluice.Options{Pipeline: pipeline(t, 0.8, 8, 16, 40)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := make([]*sluice.Stream, len(prompts))
+	ctx, cancel := context.WithCancel(context.Background())
+	for i, pr := range prompts {
+		rc := context.Background()
+		if i == 3 {
+			rc = ctx
+		}
+		if streams[i], err = e.Generate(rc, sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cancel request 3 after its second token.
+	for k := 0; k < 2; k++ {
+		if _, ok := streams[3].Next(context.Background()); !ok {
+			t.Fatal("request 3 ended before its second token")
+		}
+	}
+	cancel()
+	for i, s := range streams {
+		r := s.Result()
+		if i == 3 {
+			if r.Finish != sluice.FinishCancelled {
+				t.Fatalf("cancelled request: finish %q (err %v), want %q", r.Finish, r.Err, sluice.FinishCancelled)
+			}
+			continue
+		}
+		if r.Err != nil || r.Text != want[i].Text {
+			t.Fatalf("request %d: %q (err %v), want %q", i, r.Text, r.Err, want[i].Text)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Generate(context.Background(), sluice.Request{Prompt: "x"}); err != sluice.ErrClosed {
+		t.Fatalf("Generate after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A request's deadline ends it alone, with finish reason timeout, and the
+// pipeline timeout applies per request.
+func TestTimeoutOne(t *testing.T) {
+	l := synthModel(t, 1, tensor.F32)
+	p := pipeline(t, 0, 2, 16, 0)
+	p.Scheduler().StopAtEOS = false
+	e := engine(t, l, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+	defer cancel()
+	slow, err := e.Generate(ctx, sluice.Request{ID: "slow", Prompt: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := e.Complete(context.Background(), sluice.Request{ID: "fast", Prompt: "b", MaxNewTokens: 4})
+	if err != nil || fast.CompletionTokens != 4 {
+		t.Fatalf("fast: %d tokens, %v", fast.CompletionTokens, err)
+	}
+	if r := slow.Result(); r.Finish != sluice.FinishTimeout {
+		t.Fatalf("slow: finish %q, want timeout", r.Finish)
+	}
+}
+
+// Close with requests queued and running cancels them all; each stream ends.
+func TestCloseCancelsInFlight(t *testing.T) {
+	l := synthModel(t, 1, tensor.F32)
+	p := pipeline(t, 0, 2, 16, 0)
+	p.Scheduler().StopAtEOS = false
+	e, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*sluice.Stream
+	for i := range 3 {
+		s, err := e.Generate(context.Background(), sluice.Request{ID: fmt.Sprint(i), Prompt: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	streams[0].Next(context.Background())
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		if r := s.Result(); r.Finish != sluice.FinishCancelled {
+			t.Fatalf("stream %d: finish %q, want cancelled", i, r.Finish)
+		}
+	}
+}
+
+// Issue fix: a sequence that fills its context still emits the token
+// predicted at its last position, as run.c does.
+func TestContextFullEmitsLastToken(t *testing.T) {
+	l := synthModel(t, 1, tensor.F32)
+	p := pipeline(t, 0, 1, 64, 0)
+	p.Scheduler().StopAtEOS = false
+	p.Model.Context = 16
+	e := engine(t, l, p)
+	r, err := e.Complete(context.Background(), sluice.Request{Tokens: []int32{1, 5, 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tokens) != 17 || r.Finish != sluice.FinishLength {
+		t.Fatalf("context 16: %d tokens (finish %q), want 17: 16 fed and the one predicted at the last slot", len(r.Tokens), r.Finish)
+	}
+	// A prompt longer than the context is the request's error, not the engine's.
+	long := make([]int32, 17)
+	if _, err := e.Complete(context.Background(), sluice.Request{ID: "long", Tokens: long}); err == nil || !strings.Contains(err.Error(), "request long") {
+		t.Fatalf("prompt of 17 tokens in a context of 16: %v", err)
+	}
+}

@@ -1,0 +1,431 @@
+// Package sched is continuous batching: it admits sessions, builds each
+// step's batch from the rows of all active sessions under a token budget, and
+// after the model has run the step, hands each session its logits and retires
+// the finished ones.
+//
+// One step is one forward pass of one batch. A step's batch holds one decode
+// row for every session that is generating, then prefill chunks of sessions
+// still reading their prompt (oldest first, each at most PrefillChunk rows),
+// until MaxBatchTokens rows — vLLM's max_num_batched_tokens. Because the
+// kernels fix the reduction order of every output element by shape alone, a
+// session's logits do not depend on which other sessions shared its steps:
+// its output is byte-identical whether it ran alone or among 63 others.
+//
+// The scheduler is driven by two calls per step, Plan and Finish, made by the
+// graph's scheduler and sample stages (package stages). Exactly one step is in
+// flight at a time, so they never overlap; the kernel pool works on the rows of
+// that one pass.
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/session"
+)
+
+// Options size the scheduler.
+type Options struct {
+	MaxSeqs        int // sessions in flight at once (max_in_flight); ≥ 1
+	MaxBatchTokens int // rows in one step; 0 = MaxSeqs·PrefillChunk, at least MaxSeqs
+	PrefillChunk   int // prompt rows of one session in one step; 0 = 64
+	Context        int // KV slots per session
+	PageTokens     int // KV page size; 0 = 16
+}
+
+// ErrClosed is returned by Admit after Close, and is the error of sessions
+// cancelled by Shutdown.
+var ErrClosed = errors.New("sched: engine closed")
+
+// Validate fills defaults and checks o, naming the pipeline keys.
+func (o *Options) Validate() error {
+	if o.PrefillChunk == 0 {
+		o.PrefillChunk = 64
+	}
+	if o.MaxBatchTokens == 0 {
+		o.MaxBatchTokens = max(o.MaxSeqs*o.PrefillChunk, o.MaxSeqs)
+	}
+	switch {
+	case o.MaxSeqs < 1:
+		return fmt.Errorf("sched: max_in_flight = %d, want ≥ 1", o.MaxSeqs)
+	case o.PrefillChunk < 1:
+		return fmt.Errorf("sched: prefill_chunk = %d, want ≥ 1", o.PrefillChunk)
+	case o.MaxBatchTokens < o.PrefillChunk:
+		return fmt.Errorf("sched: prefill_chunk = %d does not fit in max_batch_tokens = %d: one prompt chunk must fit in a step", o.PrefillChunk, o.MaxBatchTokens)
+	case o.MaxBatchTokens < o.MaxSeqs:
+		return fmt.Errorf("sched: max_batch_tokens = %d is less than max_in_flight = %d: every generating sequence needs its row in each step", o.MaxBatchTokens, o.MaxSeqs)
+	case o.Context < 1:
+		return fmt.Errorf("sched: context = %d, want ≥ 1", o.Context)
+	}
+	return nil
+}
+
+// Span is the rows of one session in a step's batch.
+type Span struct {
+	S          *session.Session
+	Start, Len int // batch rows [Start, Start+Len)
+	Out        int // index of its first output row in Batch.Outputs; -1 = none
+	NOut       int // its output rows
+}
+
+// Step is one forward pass: the batch, the model's activations for it and
+// which session owns which rows. The scheduler reuses one Step for every pass.
+type Step struct {
+	State *model.State
+	Spans []Span
+	// Done is set by Plan when the scheduler has closed and no session is
+	// left: the loop ends.
+	Done bool
+	// Err is set by a stage whose work on the step failed; Finish then fails
+	// every session of the step instead of sampling.
+	Err error
+}
+
+// NewStep returns an empty step.
+func NewStep() *Step { return &Step{State: &model.State{Batch: &input.Batch{}}} }
+
+// Stats is a snapshot for metrics.
+type Stats struct {
+	Queued, Active int
+	Steps          int64
+	Rows           int64 // rows of every step so far
+	KV             kvcache.Stats
+}
+
+// Scheduler admits sessions and plans steps.
+type Scheduler struct {
+	o  Options
+	KV *kvcache.Cache
+
+	vocab   int
+	queue   chan *session.Session // admitted, not yet active
+	retired chan *session.Session // finished, for the results side
+	stop    chan struct{}         // closed by Close: no more admissions
+	space   chan struct{}         // a queued session was taken: room to admit
+	once    sync.Once
+
+	mu       sync.Mutex
+	closed   bool               // under mu, so that no Admit slips in after the last Plan
+	ended    bool               // Retired has been closed
+	active   []*session.Session // oldest first
+	freeKV   []int32
+	shutdown bool // Shutdown: cancel everything at the next Plan
+	steps    int64
+	rows     int64
+}
+
+// New sizes the KV cache for MaxSeqs sessions of Context slots each.
+func New(a model.Arch, o Options) (*Scheduler, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	kv, err := kvcache.New(kvcache.Options{
+		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
+		PageTokens: o.PageTokens, MaxTokens: o.Context * o.MaxSeqs, MaxSeqLen: o.Context,
+		Window: a.SlidingWindow,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sched: max_in_flight = %d × context = %d: %w", o.MaxSeqs, o.Context, err)
+	}
+	s := &Scheduler{
+		o: o, KV: kv, vocab: a.Vocab,
+		space:   make(chan struct{}, 1),
+		queue:   make(chan *session.Session, o.MaxSeqs),
+		retired: make(chan *session.Session, o.MaxSeqs),
+		stop:    make(chan struct{}),
+	}
+	for i := o.MaxSeqs - 1; i >= 0; i-- {
+		s.freeKV = append(s.freeKV, int32(i))
+	}
+	return s, nil
+}
+
+// Options returns the options with defaults filled in.
+func (s *Scheduler) Options() Options { return s.o }
+
+// Admit queues a session. It blocks while the queue is full (backpressure to
+// the request source) and fails after Close or when ctx ends. A session that
+// is already finished (it failed to tokenize) is queued too and goes straight
+// to the retired side, in order.
+func (s *Scheduler) Admit(ctx context.Context, q *session.Session) error {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		select {
+		case s.queue <- q:
+			room := len(s.queue) < cap(s.queue)
+			s.mu.Unlock()
+			if room {
+				s.signalSpace() // pass the wake-up on to another waiting Admit
+			}
+			return nil
+		default:
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.space:
+		case <-s.stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Scheduler) signalSpace() {
+	select {
+	case s.space <- struct{}{}:
+	default:
+	}
+}
+
+// Close ends admission: once the queued and active sessions have finished,
+// Plan marks its step Done and Retired is closed. Idempotent.
+func (s *Scheduler) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.stop) })
+}
+
+// Shutdown cancels every queued and active session at the next step, and
+// every session admitted after it (finish reason cancelled). Admission stays
+// open so that each still reaches the retired side; Close ends it.
+func (s *Scheduler) Shutdown() {
+	s.mu.Lock()
+	s.shutdown = true
+	s.mu.Unlock()
+}
+
+// Retired delivers finished sessions, each once, and is closed after the last
+// one once the scheduler is closed and idle.
+func (s *Scheduler) Retired() <-chan *session.Session { return s.retired }
+
+// Stats returns a snapshot.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, KV: s.KV.Stats()}
+}
+
+// Plan builds the next step's batch into st and reserves its KV slots. It
+// waits while there is nothing to run. It returns an error only when ctx ends.
+func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
+	st.Spans, st.Err, st.Done = st.Spans[:0], nil, false
+	for {
+		if err := s.admit(ctx); err != nil {
+			return err
+		}
+		if st.Done = s.idleAndClosed(); st.Done {
+			return nil
+		}
+		if s.build(ctx, st) {
+			return nil
+		}
+		// Every active session was cancelled while planning: try again.
+	}
+}
+
+// admit moves queued sessions into the active set while there is room; with
+// none active it blocks for the first one (or for Close).
+func (s *Scheduler) admit(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		s.cancelAll()
+		n := len(s.active)
+		room := n < s.o.MaxSeqs
+		s.mu.Unlock()
+		if !room {
+			return nil
+		}
+		var q *session.Session
+		if n > 0 {
+			select {
+			case q = <-s.queue:
+			default:
+				return nil
+			}
+		} else {
+			select {
+			case q = <-s.queue:
+			case <-s.stop:
+				select {
+				case q = <-s.queue:
+				default:
+					return nil
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		s.signalSpace()
+		if q.Check() {
+			s.retired <- q
+			continue
+		}
+		s.mu.Lock()
+		q.KV = s.freeKV[len(s.freeKV)-1]
+		s.freeKV = s.freeKV[:len(s.freeKV)-1]
+		s.active = append(s.active, q)
+		s.mu.Unlock()
+	}
+}
+
+// cancelAll cancels every session after Shutdown. s.mu held.
+func (s *Scheduler) cancelAll() {
+	if !s.shutdown {
+		return
+	}
+	for {
+		select {
+		case q := <-s.queue:
+			q.Cancel(ErrClosed)
+			s.retired <- q
+			s.signalSpace()
+			continue
+		default:
+		}
+		break
+	}
+	for _, q := range s.active {
+		q.Cancel(ErrClosed)
+	}
+}
+
+// idleAndClosed reports whether the scheduler is closed with nothing left,
+// and then closes Retired (once).
+func (s *Scheduler) idleAndClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.active) > 0 || len(s.queue) > 0 || !s.closed {
+		return false
+	}
+	if !s.ended {
+		s.ended = true
+		close(s.retired)
+	}
+	return true
+}
+
+// build fills st from the active sessions; false when none was left to run.
+func (s *Scheduler) build(ctx context.Context, st *Step) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Retire what finished or was cancelled since the last step.
+	live := s.active[:0]
+	for _, q := range s.active {
+		if q.Check() {
+			s.release(q)
+			s.retired <- q
+			continue
+		}
+		live = append(live, q)
+	}
+	clear(s.active[len(live):])
+	s.active = live
+	if len(live) == 0 {
+		return false
+	}
+	b := st.State.Batch
+	b.Reset()
+	// One LoRA adapter per pass: the oldest session's.
+	adapter := live[0].Req.Adapter
+	budget := s.o.MaxBatchTokens
+	add := func(q *session.Session, n int) {
+		sp := Span{S: q, Start: b.Len(), Len: n, Out: -1}
+		end := q.Cached + n
+		for i := q.Cached; i < end; i++ {
+			out := i == len(q.Tokens)-1 || q.Req.AllLogits
+			if out && sp.Out < 0 {
+				sp.Out = len(b.Outputs)
+			}
+			if out {
+				sp.NOut++
+			}
+			b.Add(q.Tokens[i], int32(i), q.KV, out)
+		}
+		st.Spans = append(st.Spans, sp)
+		budget -= n
+	}
+	// Decode rows first, so generating sessions never wait on prompts.
+	for _, q := range live {
+		if q.Req.Adapter == adapter && q.Pending() == 1 && budget > 0 {
+			add(q, 1)
+		}
+	}
+	for _, q := range live {
+		if q.Req.Adapter == adapter && q.Pending() > 1 && budget > 0 {
+			add(q, min(q.Pending(), s.o.PrefillChunk, budget))
+		}
+	}
+	pass, err := s.KV.Begin(ctx, b)
+	if err != nil {
+		// The cache is sized for MaxSeqs full contexts, so this is a bug or a
+		// cancelled run; fail the step's sessions rather than the engine.
+		for _, sp := range st.Spans {
+			sp.S.Fail(fmt.Errorf("sched: request %s: %w", sp.S.Req.ID, err))
+		}
+		st.Spans = st.Spans[:0]
+		return false
+	}
+	st.State.KV, st.State.Mask = pass, pass.Mask()
+	st.State.Adapter = adapter
+	s.steps++
+	s.rows += int64(b.Len())
+	return true
+}
+
+// Finish ends the step's pass: the rows become cached history, each session
+// sees its logits (and samples when its rows reached its end), and finished
+// sessions leave. If a stage set st.Err, every session of the step fails.
+func (s *Scheduler) Finish(st *Step) {
+	kv := st.State.KV
+	st.State.KV, st.State.Mask = nil, nil
+	if kv == nil {
+		return
+	}
+	if st.Err != nil {
+		kv.Abort()
+		for _, sp := range st.Spans {
+			sp.S.Fail(st.Err)
+		}
+		return
+	}
+	if err := kv.End(); err != nil {
+		for _, sp := range st.Spans {
+			sp.S.Fail(err)
+		}
+		return
+	}
+	vocab := s.vocab
+	b := st.State.Batch
+	for _, sp := range st.Spans {
+		q := sp.S
+		q.Cached += sp.Len
+		for j := sp.Out; j >= 0 && j < sp.Out+sp.NOut; j++ {
+			pos := b.Positions[b.Outputs[j]]
+			if err := q.Logits(pos, st.State.Logits[j*vocab:(j+1)*vocab]); err != nil {
+				q.Fail(err)
+				break
+			}
+		}
+	}
+}
+
+// release frees q's KV sequence. s.mu held.
+func (s *Scheduler) release(q *session.Session) {
+	if q.KV < 0 {
+		return
+	}
+	s.KV.Free(q.KV)
+	s.freeKV = append(s.freeKV, q.KV)
+	q.KV = -1
+}

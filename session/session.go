@@ -1,0 +1,292 @@
+// Package session is one request on its way through the engine: its tokens,
+// its sampler, its stop rules, its context (cancellation and timeout) and the
+// text it has produced so far. The scheduler (package sched) decides when a
+// session's rows go through the model; the session decides, from the logits of
+// its last row, which token comes next and whether it is finished.
+//
+// A Session is touched by one goroutine at a time: the stage that holds the
+// step it belongs to. Its hooks (OnToken, OnLogits) run on that goroutine and
+// must not block.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/tokenizer"
+)
+
+// Finish reasons, as OpenAI names them (plus cancelled and timeout, which
+// vLLM's "abort" covers).
+const (
+	FinishStop      = "stop"      // a stop token
+	FinishLength    = "length"    // max new tokens, or the context is full
+	FinishError     = "error"     // the request could not run; Err says why
+	FinishCancelled = "cancelled" // its context was cancelled
+	FinishTimeout   = "timeout"   // its deadline passed
+)
+
+// ErrPromptTooLong is wrapped by the error of a request whose prompt does not
+// fit the context.
+var ErrPromptTooLong = errors.New("prompt longer than the context")
+
+// Request is one prompt to complete.
+type Request struct {
+	// Ctx is the request's own context (nil: none): cancelling it, or its
+	// deadline passing, finishes this request alone. A request is a message
+	// that crosses goroutines, so it carries its context as http.Request does.
+	Ctx          context.Context
+	ID           string
+	Index        uint64 // request number r: the keyed RNG draws (seed, r, t)
+	Prompt       string
+	Tokens       []int32         // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
+	MaxNewTokens int             // 0 = Options.MaxNewTokens
+	Sampling     *sample.Options // nil = Options.Sampling
+	// Adapter names a LoRA adapter set registered on the model
+	// (model.Adaptable.AddAdapter); "" runs the base model. Sessions with
+	// different adapters never share a forward pass.
+	Adapter string
+	// AllLogits computes logits at every prompt position too (perplexity).
+	AllLogits bool
+	// OnLogits, when set, sees every row of logits computed for the request,
+	// in position order: pos is the position of the token the logits were
+	// computed at. The slice is only valid during the call.
+	OnLogits func(pos int32, logits []float32)
+	// OnToken, when set, sees every generated token as it is sampled, with
+	// the text it completes (possibly "" while a character is incomplete).
+	OnToken func(tok int32, text string)
+	// Tag is carried untouched to the finished session, for the caller to
+	// find its own state again (the root API's stream).
+	Tag any
+}
+
+// Options are the engine-wide defaults and limits a session is created with.
+type Options struct {
+	Sampling     sample.Options
+	MaxNewTokens int  // 0 = until a stop token or the context is full
+	AddBOS       bool // prepend BOS to a text prompt
+	NoStop       bool // keep going past EOS/BOS (benchmarks)
+	Context      int  // KV slots per sequence
+	Timeout      time.Duration
+}
+
+// Session is one request in flight.
+type Session struct {
+	Req     Request
+	Ctx     context.Context // the request's; cancelling it finishes the session
+	Tokens  []int32         // prompt (with BOS) then generated tokens
+	NPrompt int
+	Cached  int // tokens whose keys and values are in the KV cache
+	Finish  string
+	Err     error
+
+	Start, FirstToken, End time.Time
+
+	// KV is the KV-cache sequence the scheduler gave this session; -1 when none.
+	KV int32
+
+	cancel  context.CancelFunc
+	tok     tokenizer.Tokenizer
+	maxNew  int
+	context int
+	noStop  bool
+	sampler *sample.Sampler
+	scratch sample.Scratch
+	text    strings.Builder // the completion, as streamed
+	prev    int32           // the token before the next one to print
+}
+
+// New tokenizes a request. A request that cannot run comes back finished
+// with Err set; it is never an error of the whole run. Options.Timeout bounds
+// the request from now.
+func New(req Request, tok tokenizer.Tokenizer, o Options) *Session {
+	ctx := req.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.Timeout > 0 {
+		ctx, cancelT := context.WithTimeout(ctx, o.Timeout)
+		s := newSession(ctx, req, tok, o)
+		s.cancel = cancelT
+		return s
+	}
+	return newSession(ctx, req, tok, o)
+}
+
+func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Options) *Session {
+	s := &Session{Req: req, Ctx: ctx, KV: -1, Start: time.Now(), tok: tok, context: o.Context, noStop: o.NoStop}
+	so := o.Sampling
+	if req.Sampling != nil {
+		so = *req.Sampling
+	}
+	s.maxNew = o.MaxNewTokens
+	if req.MaxNewTokens > 0 {
+		s.maxNew = req.MaxNewTokens
+	}
+	var err error
+	if s.sampler, err = sample.New(so); err != nil {
+		return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
+	}
+	if len(req.Tokens) > 0 {
+		s.Tokens = slices.Clone(req.Tokens)
+	} else {
+		s.Tokens = tok.Encode(req.Prompt, tokenizer.EncodeOptions{BOS: o.AddBOS})
+	}
+	s.NPrompt = len(s.Tokens)
+	switch {
+	case s.NPrompt == 0:
+		return s.fail(fmt.Errorf("request %s: empty prompt and no BOS token", req.ID))
+	case s.NPrompt > o.Context:
+		return s.fail(fmt.Errorf("request %s: %w: %d tokens, the context holds %d", req.ID, ErrPromptTooLong, s.NPrompt, o.Context))
+	}
+	for i, t := range s.Tokens {
+		if t < 0 || int(t) >= tok.VocabSize() {
+			return s.fail(fmt.Errorf("request %s: prompt token %d is id %d, outside the vocabulary of %d", req.ID, i, t, tok.VocabSize()))
+		}
+	}
+	// Room for every token the sequence may reach (the context's slots plus
+	// the one predicted at the last slot), so the decode loop never
+	// reallocates.
+	room := o.Context + 1
+	if s.maxNew > 0 {
+		room = min(room, s.NPrompt+s.maxNew)
+	}
+	s.Tokens = slices.Grow(s.Tokens, room-s.NPrompt)
+	s.prev = s.Tokens[s.NPrompt-1]
+	return s
+}
+
+// Done reports whether s has finished (or failed).
+func (s *Session) Done() bool { return s.Finish != "" }
+
+// Generated is the number of new tokens.
+func (s *Session) Generated() int { return len(s.Tokens) - s.NPrompt }
+
+// Completion is the generated text as it was streamed.
+func (s *Session) Completion() string { return s.text.String() }
+
+// Pending is how many tokens must go through the model before the next token
+// can be sampled: the rest of the prompt, or the last sampled token.
+func (s *Session) Pending() int { return len(s.Tokens) - s.Cached }
+
+// Check ends s if its context was cancelled or timed out, and reports
+// whether it is done. The scheduler calls it before every step.
+func (s *Session) Check() bool {
+	if s.Done() {
+		return true
+	}
+	switch err := s.Ctx.Err(); {
+	case err == nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded):
+		s.end(FinishTimeout)
+		s.Err = fmt.Errorf("request %s: %w", s.Req.ID, err)
+	default:
+		s.end(FinishCancelled)
+		s.Err = fmt.Errorf("request %s: %w", s.Req.ID, err)
+	}
+	return true
+}
+
+// Logits hands s the logits computed at position pos (every output row of its
+// rows in a pass, in order). At the last position of the sequence it samples
+// the next token and applies the stop rules.
+func (s *Session) Logits(pos int32, logits []float32) error {
+	if s.Req.OnLogits != nil {
+		s.Req.OnLogits(pos, logits)
+	}
+	if int(pos) != len(s.Tokens)-1 {
+		return nil // a prompt position (AllLogits)
+	}
+	if s.FirstToken.IsZero() {
+		s.FirstToken = time.Now()
+	}
+	t := uint64(len(s.Tokens))
+	next, err := s.sampler.Next(logits, s.Tokens, s.Req.Index, t, &s.scratch)
+	if err != nil {
+		return fmt.Errorf("request %s: position %d: %w", s.Req.ID, pos, err)
+	}
+	if !s.noStop && (next == s.tok.EOS() || next == s.tok.BOS()) {
+		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
+		s.end(FinishStop)
+		return nil
+	}
+	s.Tokens = append(s.Tokens, next)
+	piece := SafePiece(s.tok.Piece(s.prev, next))
+	s.prev = next
+	s.text.WriteString(piece)
+	if s.Req.OnToken != nil {
+		s.Req.OnToken(next, piece)
+	}
+	// The token predicted at the last slot of the context is emitted, as
+	// llama2.c's run.c does, but cannot be fed back.
+	if (s.maxNew > 0 && s.Generated() >= s.maxNew) || len(s.Tokens) > s.context {
+		s.end(FinishLength)
+	}
+	return nil
+}
+
+// Cancel ends s with finish reason cancelled (unless it is done already).
+func (s *Session) Cancel(cause error) {
+	if s.Done() {
+		return
+	}
+	s.Err = fmt.Errorf("request %s: %w", s.Req.ID, cause)
+	s.end(FinishCancelled)
+}
+
+// Fail ends s with err.
+func (s *Session) Fail(err error) {
+	if s.Done() {
+		return
+	}
+	s.fail(err)
+}
+
+func (s *Session) fail(err error) *Session {
+	s.Err = err
+	s.end(FinishError)
+	return s
+}
+
+func (s *Session) end(reason string) {
+	s.Finish, s.End = reason, time.Now()
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+// Text is what llama2.c's run.c prints for tokens: every token after the
+// first, each as the tokenizer's streaming piece after its predecessor (so the
+// space after BOS is dropped), skipping single bytes that are neither printable
+// nor whitespace. The first token is printed too when it is not BOS.
+func Text(tok tokenizer.Tokenizer, tokens []int32) string {
+	var sb strings.Builder
+	prev := int32(-1)
+	for _, t := range tokens {
+		if prev < 0 && t == tok.BOS() {
+			prev = t
+			continue
+		}
+		sb.WriteString(SafePiece(tok.Piece(prev, t)))
+		prev = t
+	}
+	return sb.String()
+}
+
+// SafePiece is run.c's safe_printf: a piece that is one raw byte is printed
+// only if it is printable ASCII or whitespace.
+func SafePiece(p string) string {
+	if len(p) == 1 {
+		c := p[0]
+		if !(c >= 0x20 && c < 0x7f) && !(c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r') {
+			return ""
+		}
+	}
+	return p
+}
