@@ -46,8 +46,14 @@ func Example() {
 		panic(err)
 	}
 	p.Layer(0).Put(make([]float32, 8), make([]float32, 8))
-	for i, row := range p.Mask().Tree {
-		fmt.Printf("row %d ancestors %04b\n", i, row[0])
+	// r is linear history (the tree's root); the tree starts at slot 4.
+	m := p.Mask()
+	for i, row := range m.Tree {
+		if row == nil {
+			fmt.Printf("row %d: root\n", i)
+			continue
+		}
+		fmt.Printf("row %d ancestors %03b from slot %d\n", i, row[0], m.TreeBase[i])
 	}
 	if err := p.End(); err != nil {
 		panic(err)
@@ -61,9 +67,9 @@ func Example() {
 	// slot 0 sees [0,1) of 1
 	// slot 1 sees [0,2) of 2
 	// slot 2 sees [0,3) of 3
-	// row 0 ancestors 0001
-	// row 1 ancestors 0011
-	// row 2 ancestors 0101
-	// row 3 ancestors 1011
+	// row 0: root
+	// row 1 ancestors 001 from slot 4
+	// row 2 ancestors 010 from slot 4
+	// row 3 ancestors 101 from slot 4
 	// len 6 pages 2
 }
