@@ -15,9 +15,26 @@
 // the pass's own sequences and take no cache-wide lock.
 //
 // Speculative decoding and beam search use the other operations: Truncate
-// rewinds rejected drafts, Commit compacts the accepted path of a draft tree onto
-// the linear history, and Fork shares a prefix copy-on-write (pages are
-// refcounted; a page is copied before a shared page would be written).
+// rewinds rejected drafts, CommitPath and Commit compact the accepted path of a
+// draft tree onto the linear history, and Fork shares a prefix copy-on-write
+// (pages are refcounted; a page is copied before a shared page would be
+// written).
+//
+// Draft trees. A batch row may extend its sequence's tail, an earlier row of
+// the batch (Batch.Parent), or a slot reserved by an earlier ended pass of the
+// same sequence (Batch.ParentSlot), so a tree can be verified in one pass or
+// grown over several (SpecExec's draft model expands its best leaves pass
+// after pass). A sequence with an open tree has a first tree slot: the slots
+// below it are linear history, the one just below it is the root, and every
+// slot from it on is a node with a parent slot and an ancestor set, kept
+// across passes. A node's mask row sees the linear history and its ancestor
+// chain only (kernels.Mask with TreeBase = the first tree slot), and its
+// sliding window is measured along the chain. Slots are storage, not
+// positions: the caller gives each row its RoPE position (root + depth for a
+// tree node). CommitPath keeps one root-to-leaf chain, from whichever passes
+// its nodes came, and closes the tree; Truncate at or below the first tree
+// slot closes it too, and Fork copies it. While a tree is open, a row without
+// a parent is an error: it would see sibling branches as its history.
 //
 // Storage is float32. Options.DType is the seam for F16 pages later.
 package kvcache

@@ -50,14 +50,14 @@ func (b *Batch) Add(token, pos, seq int32, output bool) int32 {
 // AddChild appends one row whose parent is row parentRow of this batch or,
 // with parentRow -1, the slot parentSlot of an earlier pass of seq (see
 // Parent and ParentSlot); with both -1 it is Add. It returns the row's index.
-// ParentSlot is allocated on the first row that needs it.
+// ParentSlot is allocated on the first row whose parentSlot is not -1.
 func (b *Batch) AddChild(token, pos, seq, parentRow, parentSlot int32, output bool) int32 {
 	i := int32(len(b.Tokens))
 	b.Tokens = append(b.Tokens, token)
 	b.Positions = append(b.Positions, pos)
 	b.Seq = append(b.Seq, seq)
 	b.Parent = append(b.Parent, parentRow)
-	if b.ParentSlot == nil && parentSlot >= 0 {
+	if b.ParentSlot == nil && parentSlot != -1 {
 		b.ParentSlot = make([]int32, i, cap(b.Tokens))
 		for j := range b.ParentSlot {
 			b.ParentSlot[j] = -1
