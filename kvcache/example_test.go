@@ -46,8 +46,14 @@ func Example() {
 		panic(err)
 	}
 	p.Layer(0).Put(make([]float32, 8), make([]float32, 8))
-	for i, row := range p.Mask().Tree {
-		fmt.Printf("row %d ancestors %04b\n", i, row[0])
+	// r is linear history (the tree's root); the tree starts at slot 4.
+	m := p.Mask()
+	for i, row := range m.Tree {
+		if row == nil {
+			fmt.Printf("row %d: root\n", i)
+			continue
+		}
+		fmt.Printf("row %d ancestors %03b from slot %d\n", i, row[0], m.TreeBase[i])
 	}
 	if err := p.End(); err != nil {
 		panic(err)
@@ -61,9 +67,66 @@ func Example() {
 	// slot 0 sees [0,1) of 1
 	// slot 1 sees [0,2) of 2
 	// slot 2 sees [0,3) of 3
-	// row 0 ancestors 0001
-	// row 1 ancestors 0011
-	// row 2 ancestors 0101
-	// row 3 ancestors 1011
+	// row 0: root
+	// row 1 ancestors 001 from slot 4
+	// row 2 ancestors 010 from slot 4
+	// row 3 ancestors 101 from slot 4
 	// len 6 pages 2
+}
+
+// A draft tree grown over two passes: the children of the root come first,
+// then a grandchild whose parent is a slot of the earlier pass; one path is
+// kept.
+func ExampleCache_CommitPath() {
+	ctx := context.Background()
+	c, err := kvcache.New(kvcache.Options{Layers: 1, KVHeads: 1, HeadDim: 2, PageTokens: 4, MaxTokens: 64})
+	if err != nil {
+		panic(err)
+	}
+	run := func(b *input.Batch) {
+		p, err := c.Begin(ctx, b)
+		if err != nil {
+			panic(err)
+		}
+		x := make([]float32, 2*b.Len())
+		p.Layer(0).Put(x, x)
+		m := p.Mask()
+		for i := range b.Len() {
+			vis := ""
+			for j := range int32(6) {
+				vis += map[bool]string{true: "x", false: "."}[m.Visible(i, j)]
+			}
+			fmt.Printf("slot %d sees %s\n", p.Slots()[i], vis)
+		}
+		if err := p.End(); err != nil {
+			panic(err)
+		}
+	}
+	var b input.Batch
+	b.Add(1, 0, 0, false) // a prompt of two tokens; slot 1 is the root
+	b.Add(2, 1, 0, true)
+	run(&b)
+
+	b.Reset()
+	b.AddChild(3, 2, 0, -1, 1, true) // two children of the root (slot 1)
+	b.AddChild(4, 2, 0, -1, 1, true)
+	run(&b)
+
+	b.Reset()
+	b.AddChild(5, 3, 0, -1, 3, true) // a child of slot 3, reserved by the last pass
+	b.AddChild(6, 4, 0, 0, -1, true) // and its child, in this batch
+	run(&b)
+
+	if err := c.CommitPath(0, []int32{3, 4, 5}); err != nil {
+		panic(err)
+	}
+	fmt.Println("len", c.Len(0))
+	// Output:
+	// slot 0 sees x.....
+	// slot 1 sees xx....
+	// slot 2 sees xxx...
+	// slot 3 sees xx.x..
+	// slot 4 sees xx.xx.
+	// slot 5 sees xx.xxx
+	// len 5
 }

@@ -145,6 +145,21 @@ func checkInvariants(t testing.TB, c *Cache) {
 			}
 		}
 	}
+	for id, s := range c.seqs {
+		checkTree(t, id, s)
+	}
+	if len(c.free) > len(c.ref) {
+		t.Fatalf("%d free pages in a pool of %d", len(c.free), len(c.ref))
+	}
+	st := Stats{Pages: len(c.ref), PagesFree: len(c.free)}
+	for p := range c.ref {
+		if count[p] > 0 {
+			st.PagesInUse++
+		}
+	}
+	if st.PagesInUse+st.PagesFree != st.Pages {
+		t.Fatalf("pages lost: %d in use + %d free != %d", st.PagesInUse, st.PagesFree, st.Pages)
+	}
 	inFree := make([]bool, len(c.ref))
 	for _, p := range c.free {
 		if inFree[p] {
@@ -204,3 +219,45 @@ func tagsRange(from, n int) []int {
 }
 
 func (r Run) String() string { return fmt.Sprintf("{seq %d rows %d+%d}", r.Seq, r.Start, r.Rows) }
+
+// checkTree verifies a sequence's draft-tree state: one node per slot from
+// its first slot to Len, parents below their children and at or above the
+// root, each ancestor set its parent's plus itself, each chain position its
+// parent's plus one. c.mu held.
+func checkTree(t testing.TB, id int32, s *seqState) {
+	t.Helper()
+	tr := &s.tree
+	if !tr.open() {
+		if tr.nodes() != 0 || len(tr.bits) != 0 {
+			t.Fatalf("sequence %d: closed tree holds %d nodes, %d words", id, tr.nodes(), len(tr.bits))
+		}
+		return
+	}
+	if tr.start < 1 || tr.start >= s.len || tr.nodes() != s.len-tr.start {
+		t.Fatalf("sequence %d: tree from slot %d with %d nodes, Len %d", id, tr.start, tr.nodes(), s.len)
+	}
+	if len(tr.pos) != len(tr.par) || len(tr.off) != len(tr.par) {
+		t.Fatalf("sequence %d: tree arrays %d par, %d pos, %d off", id, len(tr.par), len(tr.pos), len(tr.off))
+	}
+	words := 0
+	for k := range tr.nodes() {
+		slot, par := tr.start+k, tr.par[k]
+		if par < tr.start-1 || par >= slot {
+			t.Fatalf("sequence %d: tree slot %d has parent %d", id, slot, par)
+		}
+		want := make([]uint64, k/64+1)
+		wantPos := tr.start
+		if par >= tr.start {
+			copy(want, tr.anc(par-tr.start))
+			wantPos = tr.pos[par-tr.start] + 1
+		}
+		want[k/64] |= 1 << (uint(k) % 64)
+		if !slices.Equal(tr.anc(k), want) || tr.pos[k] != wantPos {
+			t.Fatalf("sequence %d: tree slot %d ancestors %b pos %d, want %b pos %d", id, slot, tr.anc(k), tr.pos[k], want, wantPos)
+		}
+		words += int(k/64 + 1)
+	}
+	if len(tr.bits) != words {
+		t.Fatalf("sequence %d: tree holds %d words, want %d", id, len(tr.bits), words)
+	}
+}

@@ -15,9 +15,26 @@
 // the pass's own sequences and take no cache-wide lock.
 //
 // Speculative decoding and beam search use the other operations: Truncate
-// rewinds rejected drafts, Commit compacts the accepted path of a draft tree onto
-// the linear history, and Fork shares a prefix copy-on-write (pages are
-// refcounted; a page is copied before a shared page would be written).
+// rewinds rejected drafts, CommitPath and Commit compact the accepted path of a
+// draft tree onto the linear history, and Fork shares a prefix copy-on-write
+// (pages are refcounted; a page is copied before a shared page would be
+// written).
+//
+// Draft trees. A batch row may extend its sequence's tail, an earlier row of
+// the batch (Batch.Parent), or a slot reserved by an earlier ended pass of the
+// same sequence (Batch.ParentSlot), so a tree can be verified in one pass or
+// grown over several (SpecExec's draft model expands its best leaves pass
+// after pass). A sequence with an open tree has a first tree slot: the slots
+// below it are linear history, the one just below it is the root, and every
+// slot from it on is a node with a parent slot and an ancestor set, kept
+// across passes. A node's mask row sees the linear history and its ancestor
+// chain only (kernels.Mask with TreeBase = the first tree slot), and its
+// sliding window is measured along the chain. Slots are storage, not
+// positions: the caller gives each row its RoPE position (root + depth for a
+// tree node). CommitPath keeps one root-to-leaf chain, from whichever passes
+// its nodes came, and closes the tree; Truncate at or below the first tree
+// slot closes it too, and Fork copies it. While a tree is open, a row without
+// a parent is an error: it would see sibling branches as its history.
 //
 // Storage is float32. Options.DType is the seam for F16 pages later.
 package kvcache
@@ -86,14 +103,15 @@ type Cache struct {
 	pageF int // floats per page: PageTokens*rowF
 	pt    int32
 
-	mu     sync.Mutex
-	k, v   [][][]float32 // [layer][page] → page buffer, allocated on first use
-	ref    []int32       // per page: number of sequences holding it; 0 = free
-	free   []int32       // free page ids (a stack)
-	seqs   map[int32]*seqState
-	pool   []*Pass     // ended passes for reuse
-	spare  []*seqState // dropped sequences, for reuse by newSeq
-	passes int         // in flight
+	mu      sync.Mutex
+	k, v    [][][]float32 // [layer][page] → page buffer, allocated on first use
+	ref     []int32       // per page: number of sequences holding it; 0 = free
+	free    []int32       // free page ids (a stack)
+	seqs    map[int32]*seqState
+	pool    []*Pass     // ended passes for reuse
+	spare   []*seqState // dropped sequences, for reuse by newSeq
+	passes  int         // in flight
+	scratch []int32     // Commit's slots
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
@@ -113,7 +131,76 @@ type seqState struct {
 	lastRows  []int32 // its batch rows for this sequence, ascending
 	lastValid bool
 
+	tree treeState
+
 	entry int // index into the current Begin's entries (valid while marked)
+}
+
+// treeState is a sequence's open draft tree: slots [start, len) are tree
+// nodes, possibly reserved by several ended passes; slots below start are
+// linear history, and slot start-1 is the root (the last accepted token).
+// Tree node k (slot start+k) has parent slot par[k] (start-1 for a child of
+// the root), position pos[k] along its ancestor chain (what the sliding
+// window measures), and ancestor set bits[off[k] : off[k]+k/64+1]: bit j is
+// slot start+j, itself included.
+type treeState struct {
+	start int32 // -1: no open tree
+	par   []int32
+	pos   []int32
+	off   []int32
+	bits  []uint64
+}
+
+// open reports whether a tree is open.
+func (t *treeState) open() bool { return t.start >= 0 }
+
+// nodes is the number of tree slots.
+func (t *treeState) nodes() int32 { return int32(len(t.par)) }
+
+// anc is the ancestor set of tree node k.
+func (t *treeState) anc(k int32) []uint64 {
+	o := t.off[k]
+	return t.bits[o : o+k/64+1 : o+k/64+1]
+}
+
+// close forgets the tree, keeping capacity.
+func (t *treeState) close() {
+	t.start = -1
+	t.trim(0)
+}
+
+// trim keeps the first n tree nodes.
+func (t *treeState) trim(n int32) {
+	if n < t.nodes() {
+		t.bits = t.bits[:t.off[n]]
+	}
+	t.par, t.pos, t.off = t.par[:n], t.pos[:n], t.off[:n]
+}
+
+// add appends a tree node.
+func (t *treeState) add(par, pos int32, anc []uint64) {
+	t.par = append(t.par, par)
+	t.pos = append(t.pos, pos)
+	t.off = append(t.off, int32(len(t.bits)))
+	t.bits = append(t.bits, anc...)
+}
+
+// copyFrom makes t the first n nodes of u's tree (n <= 0 closes t).
+func (t *treeState) copyFrom(u *treeState, n int32) {
+	t.close()
+	if !u.open() || n <= 0 {
+		return
+	}
+	n = min(n, u.nodes())
+	t.start = u.start
+	t.par = append(t.par, u.par[:n]...)
+	t.pos = append(t.pos, u.pos[:n]...)
+	t.off = append(t.off, u.off[:n]...)
+	end := int32(len(u.bits))
+	if n < u.nodes() {
+		end = u.off[n]
+	}
+	t.bits = append(t.bits, u.bits[:end]...)
 }
 
 // New validates o and returns an empty cache. Page memory is allocated when a
@@ -298,9 +385,11 @@ func (c *Cache) newSeq(seq int32) *seqState {
 		// A dropped sequence's slices keep their capacity: a new sequence
 		// as long as an earlier one allocates nothing.
 		s, c.spare = c.spare[k], c.spare[:k]
-		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, lastRows: s.lastRows[:0], entry: -1}
+		t := s.tree
+		t.close()
+		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, lastRows: s.lastRows[:0], tree: t, entry: -1}
 	} else {
-		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), entry: -1}
+		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), tree: treeState{start: -1}, entry: -1}
 	}
 	c.seqs[seq] = s
 	return s
@@ -314,7 +403,9 @@ func (c *Cache) drop(s *seqState) {
 }
 
 // Truncate rewinds seq to its first n tokens (rejected drafts) and frees the
-// whole pages past n. Truncating an unknown sequence to 0 is a no-op.
+// whole pages past n. Truncating an unknown sequence to 0 is a no-op. A
+// draft tree is trimmed to its slots below n, and closed when n is at or
+// below its first slot.
 func (c *Cache) Truncate(seq, n int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -333,6 +424,13 @@ func (c *Cache) Truncate(seq, n int32) error {
 	}
 	s.len = n
 	s.lastValid = false
+	if t := &s.tree; t.open() {
+		if n <= t.start {
+			t.close()
+		} else {
+			t.trim(n - t.start)
+		}
+	}
 	c.shrink(s, c.pagesFor(n))
 	return nil
 }
@@ -340,7 +438,9 @@ func (c *Cache) Truncate(seq, n int32) error {
 // Fork makes dst share the first n tokens of src copy-on-write: dst's pages are
 // src's (refcounted) and whichever sequence later writes into a shared page
 // copies it first. Whatever dst held before is dropped. Fork itself copies no
-// K/V data and needs no free page.
+// K/V data and needs no free page. If src has an open draft tree, dst gets a
+// copy of the part of it below n (its own, independent of src's), so a fork
+// can go on growing or commit the tree.
 func (c *Cache) Fork(src, dst, n int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -369,6 +469,11 @@ func (c *Cache) Fork(src, dst, n int32) error {
 	}
 	d.len = n
 	d.lastValid = false
+	if s != nil {
+		d.tree.copyFrom(&s.tree, n-s.tree.start)
+	} else {
+		d.tree.close()
+	}
 	for i := range c.pagesFor(n) {
 		p := s.pages[i]
 		c.ref[p]++
@@ -393,13 +498,15 @@ func (c *Cache) Free(seq int32) {
 	c.drop(s)
 }
 
-// Commit keeps the accepted path of a draft tree. keep lists batch rows of the
-// last ended pass over seq, in ascending order (a root-to-leaf path is, because
-// a parent row precedes its children); their K/V move onto the linear history
-// right after the length seq had before that pass, and every other slot of that
-// pass is dropped. Afterwards Len(seq) = base + len(keep). An empty keep drops
-// the whole pass. Commit needs a free page only if a destination page is shared
-// with a fork, and then fails with ErrFull before changing anything.
+// Commit keeps the accepted path of a draft tree verified in one pass. keep
+// lists batch rows of the last ended pass over seq, in ascending order (a
+// root-to-leaf path is, because a parent row precedes its children); their
+// K/V move onto the linear history right after the length seq had before that
+// pass, and every other slot of that pass is dropped. Afterwards Len(seq) =
+// base + len(keep) and no draft tree is open. An empty keep drops the whole
+// pass. A tree that started in an earlier pass is CommitPath's (ErrCommit
+// here). Commit needs a free page only if a destination page is shared with a
+// fork, and then fails with ErrFull before changing anything.
 func (c *Cache) Commit(seq int32, keep []int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -414,7 +521,11 @@ func (c *Cache) Commit(seq int32, keep []int32) error {
 		return fmt.Errorf("%w: sequence %d has no ended pass to commit (or it was truncated, forked into or committed since)", ErrCommit, seq)
 	}
 	base := s.lastBase
+	if t := &s.tree; t.open() && t.start < base {
+		return fmt.Errorf("%w: sequence %d has a draft tree from slot %d, before its last pass (slot %d on): commit it with CommitPath", ErrCommit, seq, t.start, base)
+	}
 	// Translate rows to slots, checking order and membership.
+	src := c.scratch[:0]
 	prev := int32(-1)
 	for i, row := range keep {
 		k := searchInt32(s.lastRows, row)
@@ -425,12 +536,60 @@ func (c *Cache) Commit(seq int32, keep []int32) error {
 			return fmt.Errorf("%w: keep[%d] = row %d is not after keep[%d] = row %d", ErrCommit, i, row, i-1, keep[i-1])
 		}
 		prev = int32(k)
+		src = append(src, base+int32(k))
 	}
-	newLen := base + int32(len(keep))
+	c.scratch = src
+	return c.compact(s, base, src)
+}
+
+// CommitPath keeps one root-to-leaf path of seq's open draft tree, grown over
+// any number of ended passes. slots lists tree slots, the first a child of the
+// root (its parent is the slot just below the tree), each the parent of the
+// next. Their K/V move onto the linear history from the tree's first slot on,
+// every other tree slot is dropped and the tree closes: afterwards Len(seq) =
+// start + len(slots), where start is the tree's first slot. An empty path
+// drops the whole tree. A sequence without an open tree is ErrCommit. Like
+// Commit, CommitPath needs a free page only to copy a destination page shared
+// with a fork, and fails with ErrFull before changing anything.
+func (c *Cache) CommitPath(seq int32, slots []int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seqs[seq]
+	if s == nil {
+		return fmt.Errorf("%w: sequence %d has no state", ErrCommit, seq)
+	}
+	if s.busy != nil {
+		return fmt.Errorf("%w: commit path of sequence %d", ErrBusy, seq)
+	}
+	t := &s.tree
+	if !t.open() {
+		return fmt.Errorf("%w: sequence %d has no open draft tree (no pass with tree rows since it was last committed or truncated)", ErrCommit, seq)
+	}
+	want := t.start - 1 // the parent the next path slot must have
+	for i, slot := range slots {
+		if slot < t.start || slot >= s.len {
+			return fmt.Errorf("%w: path[%d] = slot %d is not a tree slot of sequence %d (tree slots %d..%d)", ErrCommit, i, slot, seq, t.start, s.len-1)
+		}
+		if par := t.par[slot-t.start]; par != want {
+			if i == 0 {
+				return fmt.Errorf("%w: path[0] = slot %d has parent slot %d, want the root, slot %d", ErrCommit, slot, par, want)
+			}
+			return fmt.Errorf("%w: path[%d] = slot %d has parent slot %d, want path[%d] = slot %d", ErrCommit, i, slot, par, i-1, want)
+		}
+		want = slot
+	}
+	return c.compact(s, t.start, slots)
+}
+
+// compact moves the K/V of the ascending slots src onto slots base, base+1,
+// …, drops everything after them and closes the tree. src[i] >= base+i, so
+// moving in order never overwrites a row still to be read. c.mu held.
+func (c *Cache) compact(s *seqState, base int32, src []int32) error {
+	newLen := base + int32(len(src))
 	// Destination slots [base, newLen) are written only where a row moves.
-	first := -1 // first kept index that moves
-	for i, row := range keep {
-		if searchInt32(s.lastRows, row) != i {
+	first := -1 // first index that moves
+	for i, slot := range src {
+		if slot != base+int32(i) {
 			first = i
 			break
 		}
@@ -444,16 +603,15 @@ func (c *Cache) Commit(seq int32, keep []int32) error {
 			}
 		}
 		if need > len(c.free) {
-			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, seq, need, len(c.free))
+			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, s.id, need, len(c.free))
 		}
 		for i := lo; i < hi; i++ {
 			c.unshare(s, i)
 		}
 		rowF := c.rowF
-		for i := first; i < len(keep); i++ {
-			src := base + int32(searchInt32(s.lastRows, keep[i]))
-			dst := base + int32(i)
-			sp, so := src/c.pt, int(src%c.pt)*rowF
+		for i := first; i < len(src); i++ {
+			from, dst := src[i], base+int32(i)
+			sp, so := from/c.pt, int(from%c.pt)*rowF
 			dp, do := dst/c.pt, int(dst%c.pt)*rowF
 			for l := range s.kp {
 				copy(s.kp[l][dp][do:do+rowF], s.kp[l][sp][so:so+rowF])
@@ -463,6 +621,7 @@ func (c *Cache) Commit(seq int32, keep []int32) error {
 	}
 	s.len = newLen
 	s.lastValid = false
+	s.tree.close()
 	c.shrink(s, c.pagesFor(newLen))
 	return nil
 }

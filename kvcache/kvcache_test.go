@@ -461,11 +461,13 @@ func TestMaskTree(t *testing.T) {
 	if diff := cmp.Diff(want, visibility(m, 5, 8)); diff != "" {
 		t.Errorf("visibility (-want +got):\n%s", diff)
 	}
-	wantBits := [][]uint64{{0b00001}, {0b00011}, {0b00101}, {0b01011}, {0b10101}}
+	// Row 0 (slot 3) is the root: linear history, no tree bits. The tree
+	// covers slots 4..7, bit j = slot 4+j.
+	wantBits := [][]uint64{nil, {0b0001}, {0b0010}, {0b0101}, {0b1010}}
 	if diff := cmp.Diff(wantBits, m.Tree); diff != "" {
 		t.Errorf("Tree bits (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]int32{3, 3, 3, 3, 3}, m.TreeBase); diff != "" {
+	if diff := cmp.Diff([]int32{4, 4, 4, 4, 4}, m.TreeBase); diff != "" {
 		t.Errorf("TreeBase (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]int32{4, 5, 6, 7, 8}, m.Hi); diff != "" {

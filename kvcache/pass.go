@@ -19,6 +19,10 @@ type entry struct {
 	pages   int   // pages the sequence held before Begin
 	created bool  // the sequence did not exist before this Begin
 	cow     int32 // the shared tail page copied by Begin, held until End; -1 = none
+	// tstart is the first slot of the sequence's draft tree after this pass
+	// (-1: none); opened says this pass opens it.
+	tstart int32
+	opened bool
 }
 
 // Pass is one batch's reservation in the cache, from Begin to End or Abort.
@@ -33,8 +37,11 @@ type Pass struct {
 	order   []int32 // batch rows grouped by sequence, batch order within one
 	slots   []int32
 	vpos    []int32 // per row: position in its sequence along its ancestor chain
+	pslot   []int32 // per row: its parent's slot if it is a tree node, else -1
 	mask    kernels.Mask
-	treeBuf []uint64
+	anc     [][]uint64 // per tree row: its ancestor set (nil for other rows)
+	ancBuf  []uint64
+	treeBuf []uint64 // mask rows that differ from anc (sliding window)
 	tree    [][]uint64
 	runs    []Run
 	runMask []kernels.Mask
@@ -62,7 +69,24 @@ type Layer struct {
 // may be in only one pass at a time (ErrBusy).
 //
 // b.Parent may be nil (all rows -1). A row with Parent p ≥ 0 must have p < row
-// and the same sequence as p. The batch is only read during Begin.
+// and the same sequence as p. b.ParentSlot may be nil (all -1); a row with
+// ParentSlot q ≥ 0 (and Parent -1) is a draft-tree node whose parent is slot q
+// of its sequence, reserved by an earlier ended pass: q must be the root (the
+// slot just below the open tree) or a tree slot, or, when the sequence has no
+// open tree, its last slot, and the tree opens at this pass's first slot.
+//
+// Draft trees. A pass opens a tree over a sequence when one of its rows has a
+// ParentSlot or an in-batch Parent other than the row just before it; the
+// tree's first slot is the lowest slot whose parent is below the branch, so
+// that the rows before it (plain or chained rows) stay linear history and the
+// slot just below it is the root. Once a tree is open, in that pass or an
+// earlier one, every row of the sequence at or above its first slot must have
+// a parent (a Parent row or a ParentSlot): a row without one is ErrBatch,
+// because seeing "everything before it" would include sibling branches. The
+// tree stays open over later passes until CommitPath, Commit or a Truncate at
+// or below its first slot closes it.
+//
+// The batch is only read during Begin.
 func (c *Cache) Begin(ctx context.Context, b *input.Batch) (*Pass, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kvcache: begin: %w", err)
@@ -74,20 +98,35 @@ func (c *Cache) Begin(ctx context.Context, b *input.Batch) (*Pass, error) {
 	if b.Parent != nil && len(b.Parent) != n {
 		return nil, fmt.Errorf("%w: %d rows in Seq but %d in Parent", ErrBatch, n, len(b.Parent))
 	}
+	if b.ParentSlot != nil && len(b.ParentSlot) != n {
+		return nil, fmt.Errorf("%w: %d rows in Seq but %d in ParentSlot", ErrBatch, n, len(b.ParentSlot))
+	}
 	if len(b.Tokens) != 0 && len(b.Tokens) != n {
 		return nil, fmt.Errorf("%w: %d rows in Seq but %d in Tokens", ErrBatch, n, len(b.Tokens))
+	}
+	if len(b.Positions) != n {
+		return nil, fmt.Errorf("%w: %d rows in Seq but %d in Positions", ErrBatch, n, len(b.Positions))
 	}
 	for i := range n {
 		if b.Seq[i] < 0 {
 			return nil, fmt.Errorf("%w: row %d has sequence %d, want >= 0", ErrBatch, i, b.Seq[i])
 		}
-		if b.Parent == nil {
+		par := int32(-1)
+		if b.Parent != nil {
+			par = b.Parent[i]
+		}
+		if par < -1 || par >= int32(i) {
+			return nil, fmt.Errorf("%w: row %d has parent %d, want -1 or an earlier row", ErrBatch, i, par)
+		} else if par >= 0 && b.Seq[par] != b.Seq[i] {
+			return nil, fmt.Errorf("%w: row %d (sequence %d) has parent row %d of sequence %d", ErrBatch, i, b.Seq[i], par, b.Seq[par])
+		}
+		if b.ParentSlot == nil {
 			continue
 		}
-		if p := b.Parent[i]; p < -1 || p >= int32(i) {
-			return nil, fmt.Errorf("%w: row %d has parent %d, want -1 or an earlier row", ErrBatch, i, p)
-		} else if p >= 0 && b.Seq[p] != b.Seq[i] {
-			return nil, fmt.Errorf("%w: row %d (sequence %d) has parent row %d of sequence %d", ErrBatch, i, b.Seq[i], p, b.Seq[p])
+		if q := b.ParentSlot[i]; q < -1 {
+			return nil, fmt.Errorf("%w: row %d has ParentSlot %d, want -1 or a slot", ErrBatch, i, q)
+		} else if q >= 0 && par >= 0 {
+			return nil, fmt.Errorf("%w: row %d has both parent row %d and ParentSlot %d, want at most one", ErrBatch, i, par, q)
 		}
 	}
 
@@ -122,6 +161,7 @@ func (c *Cache) getPass(n int) *Pass {
 	p.order = resize(p.order, n)
 	p.slots = resize(p.slots, n)
 	p.vpos = resize(p.vpos, n)
+	p.pslot = resize(p.pslot, n)
 	p.mask.Lo = resize(p.mask.Lo, n)
 	p.mask.Hi = resize(p.mask.Hi, n)
 	p.mask.TreeBase = resize(p.mask.TreeBase, n)
@@ -174,6 +214,25 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 		p.entries[s.entry].count++
 		p.rowEnt[i] = int32(s.entry)
 	}
+	// Place rows (pass-local: nothing of the cache changes yet).
+	var start int32
+	for i := range p.entries {
+		e := &p.entries[i]
+		e.start = start
+		start += e.count
+		e.count = 0 // recounted while placing rows
+	}
+	for i := range b.Seq {
+		e := &p.entries[p.rowEnt[i]]
+		p.order[e.start+e.count] = int32(i)
+		p.slots[i] = e.base + e.count
+		e.count++
+	}
+	for i := range p.entries {
+		if err := p.planTree(b, &p.entries[i]); err != nil {
+			return fail(err)
+		}
+	}
 	need := 0
 	for _, e := range p.entries {
 		if int(e.base)+int(e.count) > c.o.MaxSeqLen {
@@ -189,7 +248,6 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 	}
 
 	// Commit point: nothing below fails.
-	var start int32
 	for i := range p.entries {
 		e := &p.entries[i]
 		e.s.entry = -1
@@ -205,41 +263,91 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 		for range c.pagesFor(e.base+e.count) - e.pages {
 			c.appendPage(e.s, c.takePage())
 		}
-		e.start = start
-		start += e.count
-		e.count = 0 // recounted while placing rows
 	}
-	for i := range b.Seq {
-		e := &p.entries[p.rowEnt[i]]
-		p.order[e.start+e.count] = int32(i)
-		p.slots[i] = e.base + e.count
-		e.count++
+	return nil
+}
+
+// planTree decides which rows of e are draft-tree nodes (see Begin), checks
+// their parents and sets e.tstart, e.opened and p.pslot. It changes nothing
+// outside the pass. c.mu held.
+func (p *Pass) planTree(b *input.Batch, e *entry) error {
+	s := e.s
+	rows := p.order[e.start : e.start+e.count]
+	ts := s.tree.start
+	lo := ts - 1 // lowest valid ParentSlot: the root
+	if ts < 0 {
+		lo = e.base - 1 // no tree yet: only the tail
+	}
+	first := -1 // first row (index into rows) that makes this pass a tree
+	for k, r := range rows {
+		ps := int32(-1)
+		explicit := false
+		if b.Parent != nil && b.Parent[r] >= 0 {
+			ps = p.slots[b.Parent[r]]
+		} else if b.ParentSlot != nil && b.ParentSlot[r] >= 0 {
+			ps, explicit = b.ParentSlot[r], true
+			if ps < lo || ps >= e.base {
+				switch {
+				case e.base == 0:
+					return fmt.Errorf("%w: row %d: ParentSlot %d, but sequence %d has no slots yet", ErrBatch, r, ps, s.id)
+				case ts < 0:
+					return fmt.Errorf("%w: row %d: ParentSlot %d of sequence %d, want %d (its last slot: the sequence has no open draft tree)", ErrBatch, r, ps, s.id, lo)
+				default:
+					return fmt.Errorf("%w: row %d: ParentSlot %d of sequence %d, want %d..%d (the draft tree's root and its slots from earlier passes)", ErrBatch, r, ps, s.id, lo, e.base-1)
+				}
+			}
+		}
+		p.pslot[r] = ps
+		if first < 0 && (explicit || (ps >= 0 && ps != p.slots[r]-1)) {
+			first = k
+		}
+	}
+	e.opened = false
+	if ts < 0 {
+		if first < 0 {
+			e.tstart = -1
+			for _, r := range rows {
+				p.pslot[r] = -1 // linear: chained rows are causal rows
+			}
+			return nil
+		}
+		ts = p.slots[rows[first]]
+		for _, r := range rows[first:] {
+			if ps := p.pslot[r]; ps >= 0 {
+				ts = min(ts, ps+1)
+			}
+		}
+		e.opened = true
+	}
+	e.tstart = ts
+	for _, r := range rows {
+		switch {
+		case p.slots[r] < ts:
+			p.pslot[r] = -1 // linear history below the tree
+		case p.pslot[r] < 0:
+			return fmt.Errorf("%w: row %d (sequence %d, slot %d) has no parent, but the sequence's draft tree covers slots from %d: give it a parent row or a ParentSlot, or close the tree first (CommitPath, Commit, Truncate)", ErrBatch, r, s.id, p.slots[r], ts)
+		}
 	}
 	return nil
 }
 
 // buildMask fills p.mask for the rows of b. See kernels.Mask.
 //
-// A row with Parent -1 is a causal chunk row: it sees its sequence's history
-// and every earlier row of its sequence in the batch, Lo = max(0, slot-Window+1),
-// Hi = slot+1. A row with Parent ≥ 0 is a draft-tree node: it sees the history
-// before its sequence's first batch slot (TreeBase) and, above it, only its
-// ancestor chain and itself — Tree[i] = Tree[parent] | bit(self). Its window is
-// measured along that chain (its position is its parent's plus one), so a deep
-// tree in a windowed model also drops ancestors that fall out of the window.
+// A row that is not a draft-tree node is a causal row: it sees its
+// sequence's history and every earlier row of its sequence in the batch, Lo =
+// max(0, slot-Window+1), Hi = slot+1 (and TreeBase = Hi: it has no tree bits).
+// A tree node sees the linear history below its sequence's tree (TreeBase =
+// the tree's first slot) and, above it, only its ancestor chain and itself:
+// Tree[i] = ancestors(parent) | bit(self), where the parent's set comes from
+// this pass or, for a ParentSlot, from the pass that reserved it. Its window
+// is measured along that chain (its position is its parent's plus one), so a
+// deep tree in a windowed model also drops ancestors that fell out of it.
 //
-// A batch whose Parent links only ever point to the previous row of the same
-// sequence (a linear chunk spelled with parents) is causal, and gets Tree = nil
-// like a batch with no parents at all: kernels then take the cheaper path.
+// A batch without tree nodes (in particular one whose Parent links only ever
+// point to the previous row of the same sequence, a linear chunk spelled with
+// parents) is causal and gets Tree = nil: kernels then take the cheaper path.
 func (p *Pass) buildMask(b *input.Batch, window int) {
 	m := &p.mask
-	tree := false
-	for i, par := range b.Parent {
-		if par >= 0 && p.slots[par] != p.slots[i]-1 {
-			tree = true
-			break
-		}
-	}
 	w := int32(window)
 	lo := func(pos int32) int32 {
 		if w > 0 && pos-w+1 > 0 {
@@ -247,64 +355,90 @@ func (p *Pass) buildMask(b *input.Batch, window int) {
 		}
 		return 0
 	}
+	// rowOf is the batch row of a slot of this pass.
+	rowOf := func(e *entry, slot int32) int32 { return p.order[e.start+slot-e.base] }
+	// posOf is the chain position of tree node slot of e's sequence.
+	posOf := func(e *entry, slot int32) int32 {
+		if slot >= e.base {
+			return p.vpos[rowOf(e, slot)]
+		}
+		return e.s.tree.pos[slot-e.tstart]
+	}
+	tree := false
+	words, masked := 0, 0
 	for i := range b.Seq {
 		slot := p.slots[i]
 		e := &p.entries[p.rowEnt[i]]
 		m.Hi[i] = slot + 1
-		m.TreeBase[i] = e.base
+		m.TreeBase[i] = slot + 1
 		p.vpos[i] = slot
-		if b.Parent != nil && b.Parent[i] >= 0 {
-			p.vpos[i] = p.vpos[b.Parent[i]] + 1
+		if ps := p.pslot[i]; ps >= 0 {
+			tree = true
+			m.TreeBase[i] = e.tstart
+			if ps == e.tstart-1 {
+				p.vpos[i] = ps + 1 // a child of the root
+			} else {
+				p.vpos[i] = posOf(e, ps) + 1
+			}
+			nw := int((slot-e.tstart)/64 + 1)
+			words += nw
+			if lo(p.vpos[i]) > e.tstart {
+				masked += nw
+			}
 		}
 		m.Lo[i] = lo(p.vpos[i])
 	}
 	if !tree {
+		m.Tree = nil
 		return
 	}
 
-	words := 0
-	for i := range p.entries {
-		e := &p.entries[i]
-		e.words = (e.count + 63) / 64
-		words += int(e.words) * int(e.count)
+	if cap(p.ancBuf) < words {
+		p.ancBuf = make([]uint64, words)
 	}
-	if cap(p.treeBuf) < words {
-		p.treeBuf = make([]uint64, words)
+	if cap(p.treeBuf) < masked {
+		p.treeBuf = make([]uint64, masked)
 	}
-	buf := p.treeBuf[:words]
+	buf, mbuf := p.ancBuf[:words], p.treeBuf[:masked]
 	clear(buf)
-	if cap(p.tree) < len(b.Seq) {
-		p.tree = make([][]uint64, len(b.Seq))
+	n := len(b.Seq)
+	if cap(p.tree) < n {
+		p.tree = make([][]uint64, n)
+		p.anc = make([][]uint64, n)
 	}
-	m.Tree = p.tree[:len(b.Seq)]
+	m.Tree, p.anc = p.tree[:n], p.anc[:n]
 	for i := range b.Seq {
+		ps := p.pslot[i]
+		if ps < 0 {
+			m.Tree[i], p.anc[i] = nil, nil
+			continue
+		}
 		e := &p.entries[p.rowEnt[i]]
-		row := buf[:e.words:e.words]
-		buf = buf[e.words:]
-		m.Tree[i] = row
-		k := p.slots[i] - e.base // index of the row within its sequence
-		par := int32(-1)
-		if b.Parent != nil {
-			par = b.Parent[i]
+		k := p.slots[i] - e.tstart // index of the node in the tree
+		nw := k/64 + 1
+		row := buf[:nw:nw]
+		buf = buf[nw:]
+		switch {
+		case ps < e.tstart: // the root: no tree ancestors
+		case ps >= e.base:
+			copy(row, p.anc[rowOf(e, ps)])
+		default:
+			copy(row, e.s.tree.anc(ps-e.tstart))
 		}
-		if par < 0 {
-			// Causal: every earlier row of the sequence, and itself.
-			for j := int32(0); j <= k; j++ {
-				row[j/64] |= 1 << (uint(j) % 64)
-			}
-		} else {
-			copy(row, m.Tree[par])
-			row[k/64] |= 1 << (uint(k) % 64)
-		}
-		if m.Lo[i] > e.base {
-			// Window shorter than the tree: drop batch rows whose chain
+		row[k/64] |= 1 << (uint(k) % 64)
+		p.anc[i], m.Tree[i] = row, row
+		if m.Lo[i] > e.tstart {
+			// Window shorter than the chain: drop ancestors whose chain
 			// position fell out of it (rare: only trees deeper than Window).
+			mr := mbuf[:nw:nw]
+			mbuf = mbuf[nw:]
+			copy(mr, row)
 			for j := range k {
-				r := p.order[e.start+j]
-				if p.vpos[r] < m.Lo[i] {
-					row[j/64] &^= 1 << (uint(j) % 64)
+				if mr[j/64]&(1<<(uint(j)%64)) != 0 && posOf(e, e.tstart+j) < m.Lo[i] {
+					mr[j/64] &^= 1 << (uint(j) % 64)
 				}
 			}
+			m.Tree[i] = mr
 		}
 	}
 }
@@ -372,6 +506,18 @@ func (p *Pass) End() error {
 			c.release(e.cow)
 		}
 		s.len = e.base + e.count
+		if e.tstart >= 0 {
+			t := &s.tree
+			if e.opened {
+				t.close()
+				t.start = e.tstart
+			}
+			for _, r := range p.order[e.start : e.start+e.count] {
+				if p.pslot[r] >= 0 {
+					t.add(p.pslot[r], p.vpos[r], p.anc[r])
+				}
+			}
+		}
 		s.lastBase = e.base
 		s.lastRows = append(s.lastRows[:0], p.order[e.start:e.start+e.count]...)
 		s.lastValid = true
