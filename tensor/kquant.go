@@ -88,7 +88,8 @@ func f16At(b []byte, off int) float32 { return F16ToF32(binary.LittleEndian.Uint
 
 // DequantizeBlock decodes one block of t (t.BlockSize() weights from
 // t.BlockBytes() bytes of src) into dst, exactly as DequantizeRow does. It
-// is what kernels decode tiles with; it panics for plain and unknown types.
+// is what kernels decode tiles with; it panics for the other types (plain,
+// Q8_0 and Q4_0, extensions), which have decoders of their own.
 func DequantizeBlock(dst []float32, src []byte, t DType) {
 	switch t {
 	case Q4_1:
@@ -109,8 +110,6 @@ func DequantizeBlock(dst []float32, src []byte, t DType) {
 		dequantQ6_K(dst, src)
 	case Q8_K:
 		dequantQ8_K(dst, src)
-	case Q8_0, Q4_0:
-		DequantizeRow(dst, src, t, t.BlockSize())
 	default:
 		panic("tensor: DequantizeBlock of non-block dtype " + t.String())
 	}
@@ -284,17 +283,11 @@ func dequantQ5_K(dst []float32, blk []byte) {
 		sc2, m2 := ScaleMinK4(2*p+1, scales)
 		d1, mn1 := float32(d*float32(sc1)), float32(dmin*float32(m1))
 		d2, mn2 := float32(d*float32(sc2)), float32(dmin*float32(m2))
-		u1, u2 := byte(1)<<(2*p), byte(2)<<(2*p)
 		q := qs[32*p : 32*p+32]
 		out := dst[64*p : 64*p+64]
 		for l, b := range q {
-			lo, hi := b&0x0f, b>>4
-			if qh[l]&u1 != 0 {
-				lo += 16
-			}
-			if qh[l]&u2 != 0 {
-				hi += 16
-			}
+			h := qh[l] >> (2 * p) // bit 0: the low nibble's fifth bit, bit 1: the high one's
+			lo, hi := b&0x0f|(h&1)<<4, b>>4|(h&2)<<3
 			out[l] = float32(d1*float32(lo)) - mn1
 			out[32+l] = float32(d2*float32(hi)) - mn2
 		}
