@@ -65,6 +65,14 @@ func (d *TextDecoder) Reset(prev int32) {
 	d.prev, d.npend = prev, 0
 }
 
+// Clone returns an independent copy of d in its current state (a held
+// partial character included), for a sequence that forks (beam search).
+func (d *TextDecoder) Clone() *TextDecoder {
+	c := *d
+	c.out = nil
+	return &c
+}
+
 // Pending is the number of bytes held back as the start of an incomplete
 // UTF-8 character (0 to 3).
 func (d *TextDecoder) Pending() int { return d.npend }

@@ -333,6 +333,13 @@ func TestTextDecoderControlAndBOS(t *testing.T) {
 			}
 		})
 	}
+	// A clone continues a held character on its own.
+	d0 := NewTextDecoder(tok)
+	d0.Next(3 + 0xe2)
+	d1 := d0.Clone()
+	if a, b := d0.Next(3+0x82)+d0.Next(3+0xac), d1.Next(3+0x41); a != "€" || b != "\uFFFDA" {
+		t.Errorf("clone: original %q, clone %q", a, b)
+	}
 	// Reset starts over.
 	d := NewTextDecoder(tok)
 	d.Next(3 + 0xf0)
