@@ -175,6 +175,9 @@ func matKernelFor(t tensor.DType) matKernel {
 	case tensor.Q4_0:
 		return matQ4_0Impl
 	}
+	if k := blockKernelFor(t); k != nil {
+		return k
+	}
 	if k := extKernelFor(t); k != nil {
 		return k
 	}

@@ -172,7 +172,8 @@ func TestWeightValidate(t *testing.T) {
 		{"q8 ok", kernels.Weight{DType: tensor.Q8_0, Rows: 2, Cols: 64, Data: make([]byte, 4*34)}, ""},
 		{"short data", kernels.Weight{DType: tensor.F16, Rows: 2, Cols: 3, Data: make([]byte, 11)}, "11 data bytes, want at least 12"},
 		{"partial block", kernels.Weight{DType: tensor.Q4_0, Rows: 1, Cols: 48, Data: make([]byte, 64)}, "not a whole number of 32-element blocks"},
-		{"unknown dtype", kernels.Weight{DType: 12, Rows: 1, Cols: 1, Data: make([]byte, 64)}, "unsupported dtype ggml_type(12)"},
+		{"unknown dtype", kernels.Weight{DType: 23, Rows: 1, Cols: 1, Data: make([]byte, 64)}, "unsupported dtype ggml_type(23)"},
+		{"q4_K partial super-block", kernels.Weight{DType: tensor.Q4_K, Rows: 1, Cols: 128, Data: make([]byte, 144)}, "not a whole number of 256-element blocks"},
 		{"negative", kernels.Weight{DType: tensor.F32, Rows: -1, Cols: 1}, "negative dimension"},
 	}
 	for _, tc := range tests {

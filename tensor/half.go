@@ -115,6 +115,9 @@ func DequantizeRow(dst []float32, src []byte, t DType, n int) {
 			}
 		}
 	default:
+		if dequantBlocks(dst, src, t, n) {
+			return
+		}
 		c, ok := LookupCodec(t)
 		if !ok {
 			panic("tensor: DequantizeRow of unsupported dtype " + t.String())

@@ -47,6 +47,9 @@ func (t DType) String() string {
 	case BF16:
 		return "bf16"
 	}
+	if bt, ok := blockTypes[t]; ok {
+		return bt.name
+	}
 	if c, ok := LookupCodec(t); ok {
 		return c.Name
 	}
@@ -54,7 +57,7 @@ func (t DType) String() string {
 }
 
 // builtin are the dtypes this package decodes itself.
-var builtin = []DType{F32, F16, Q4_0, Q8_0, BF16}
+var builtin = []DType{F32, F16, Q4_0, Q8_0, BF16, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K}
 
 // ParseDType is the inverse of String, registered extensions included.
 func ParseDType(s string) (DType, error) {
@@ -68,13 +71,16 @@ func ParseDType(s string) (DType, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("tensor: unknown dtype %q (want f32, f16, bf16, q8_0 or q4_0)", s)
+	return 0, fmt.Errorf("tensor: unknown dtype %q (want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K or q8_K)", s)
 }
 
 // Known reports whether sluice can compute with t.
 func (t DType) Known() bool {
 	switch t {
 	case F32, F16, Q4_0, Q8_0, BF16:
+		return true
+	}
+	if _, ok := blockTypes[t]; ok {
 		return true
 	}
 	_, ok := LookupCodec(t)
@@ -88,6 +94,9 @@ func (t DType) BlockSize() int {
 		return QK8_0
 	case Q4_0:
 		return QK4_0
+	}
+	if bt, ok := blockTypes[t]; ok {
+		return bt.size
 	}
 	return 1
 }
@@ -104,6 +113,9 @@ func (t DType) BlockBytes() int {
 		return Q8_0BlockLen
 	case Q4_0:
 		return Q4_0BlockLen
+	}
+	if bt, ok := blockTypes[t]; ok {
+		return bt.bytes
 	}
 	return 0
 }

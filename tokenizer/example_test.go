@@ -33,3 +33,33 @@ func ExampleNewSPM() {
 	// ["" "Lily" " Lily" "<unk>"]
 	// "Lily Lily<unk>"
 }
+
+// A TextDecoder prints a generated sequence as it streams: a character whose
+// bytes come as several byte-fallback tokens appears once, whole, with the
+// token that completes it.
+func ExampleTextDecoder() {
+	pieces := []string{"<unk>", "<s>", "</s>", " Hi"}
+	for b := range 256 {
+		pieces = append(pieces, fmt.Sprintf("<0x%02X>", b))
+	}
+	tok, err := tokenizer.NewSPM(tokenizer.SPMOptions{
+		Pieces: pieces, Scores: make([]float32, len(pieces)), BOS: 1, EOS: 2, Unk: 0,
+	})
+	if err != nil {
+		panic(err)
+	}
+	byteTok := func(b byte) int32 { return 4 + int32(b) }
+	// BOS " Hi" ' ' then 🦙 (F0 9F A6 99) as four byte tokens, then EOS.
+	ids := []int32{1, 3, byteTok(' '), byteTok(0xF0), byteTok(0x9F), byteTok(0xA6), byteTok(0x99), 2}
+	d := tokenizer.NewTextDecoder(tok)
+	var chunks []string
+	for _, id := range ids {
+		chunks = append(chunks, d.Next(id))
+	}
+	chunks = append(chunks, d.Flush())
+	fmt.Printf("%q\n", chunks)
+	fmt.Printf("%q\n", tokenizer.Decode(tok, -1, ids))
+	// Output:
+	// ["" "Hi" " " "" "" "" "🦙" "" ""]
+	// "Hi 🦙"
+}

@@ -7,8 +7,8 @@ import (
 )
 
 // ggmlLayout is the block geometry of a ggml type that sluice does not compute
-// with (yet). Knowing it lets the reader index and bounds-check a K-quant or
-// IQ file, so a model loader can report "unsupported dtype q4_K" for the one
+// with (yet). Knowing it lets the reader index and bounds-check an IQ or
+// ternary file, so a model loader can report "unsupported dtype q4_K" for the one
 // tensor concerned instead of the whole file failing to parse.
 type ggmlLayout struct {
 	name       string
@@ -16,19 +16,12 @@ type ggmlLayout struct {
 	blockBytes int
 }
 
-// otherTypes follows ggml.c's type_traits; ids missing here (4, 5, 31–33,
-// 36–38) were removed from ggml and are rejected as unknown.
+// otherTypes follows ggml.c's type_traits for the types package tensor does
+// not define (it has F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the
+// K-quants Q2_K…Q8_K); ids missing from both (4, 5, 31–33, 36–38) were
+// removed from ggml and are rejected as unknown.
 var otherTypes = map[tensor.DType]ggmlLayout{
-	3:  {"q4_1", 32, 20},
-	6:  {"q5_0", 32, 22},
-	7:  {"q5_1", 32, 24},
 	9:  {"q8_1", 32, 36},
-	10: {"q2_K", 256, 84},
-	11: {"q3_K", 256, 110},
-	12: {"q4_K", 256, 144},
-	13: {"q5_K", 256, 176},
-	14: {"q6_K", 256, 210},
-	15: {"q8_K", 256, 292},
 	16: {"iq2_xxs", 256, 66},
 	17: {"iq2_xs", 256, 74},
 	18: {"iq3_xxs", 256, 98},

@@ -234,19 +234,29 @@ func TestVersion2(t *testing.T) {
 	}
 }
 
-// TestOtherGGMLTypes: K-quant tensors are indexed with their ggml size so a
-// model loader can name the unsupported tensor.
+// TestOtherGGMLTypes: tensors of ggml types sluice does not compute with
+// (IQ quants, f64) are indexed with their ggml size so a model loader can
+// name the unsupported tensor; the K-quants and Q4_1/Q5_0/Q5_1 are known.
 func TestOtherGGMLTypes(t *testing.T) {
 	tests := []struct {
-		typ  uint32
-		name string
-		ne   []uint64
-		size int64
+		typ   uint32
+		name  string
+		ne    []uint64
+		size  int64
+		known bool
 	}{
-		{12, "q4_K", []uint64{512, 2}, 4 * 144},
-		{14, "q6_K", []uint64{256}, 210},
-		{3, "q4_1", []uint64{64}, 40},
-		{28, "f64", []uint64{3}, 24},
+		{12, "q4_K", []uint64{512, 2}, 4 * 144, true},
+		{14, "q6_K", []uint64{256}, 210, true},
+		{3, "q4_1", []uint64{64}, 40, true},
+		{10, "q2_K", []uint64{256}, 84, true},
+		{11, "q3_K", []uint64{256}, 110, true},
+		{13, "q5_K", []uint64{256}, 176, true},
+		{15, "q8_K", []uint64{256}, 292, true},
+		{6, "q5_0", []uint64{32}, 22, true},
+		{7, "q5_1", []uint64{32}, 24, true},
+		{23, "iq4_xs", []uint64{512}, 2 * 136, false},
+		{20, "iq4_nl", []uint64{32}, 18, false},
+		{28, "f64", []uint64{3}, 24, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,8 +267,11 @@ func TestOtherGGMLTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := f.Tensors[0]
-			if w.Size != tc.size || TypeName(w.DType) != tc.name || w.DType.Known() {
-				t.Errorf("got %v size %d name %s, want size %d name %s", w, w.Size, TypeName(w.DType), tc.size, tc.name)
+			if w.Size != tc.size || TypeName(w.DType) != tc.name || w.DType.Known() != tc.known {
+				t.Errorf("got %v size %d name %s known %v, want size %d name %s known %v", w, w.Size, TypeName(w.DType), w.DType.Known(), tc.size, tc.name, tc.known)
+			}
+			if tc.known && w.DType.String() != tc.name {
+				t.Errorf("DType.String() = %q, want %q", w.DType.String(), tc.name)
 			}
 			if w.Offset+w.Size != int64(len(b)) {
 				t.Errorf("data [%d,+%d) in a %d-byte file", w.Offset, w.Size, len(b))
@@ -362,7 +375,7 @@ func TestWriterErrors(t *testing.T) {
 		}, "arrays nested deeper than 8"},
 		{"wrong size", func(w *Writer) error { return w.AddTensor("w", tensor.F32, []int{2, 5}, f32) }, `AddTensor "w": f32 [2 5] needs 40 bytes, got 32`},
 		{"partial block", func(w *Writer) error { return w.AddTensor("w", tensor.Q8_0, []int{33}, f32) }, "not a whole number of 32-element blocks"},
-		{"unknown dtype", func(w *Writer) error { return w.AddTensor("w", 12, []int{256}, f32) }, "unsupported dtype"},
+		{"unknown dtype", func(w *Writer) error { return w.AddTensor("w", 23, []int{256}, f32) }, "unsupported dtype"},
 		{"5 dims", func(w *Writer) error { return w.AddTensor("w", tensor.F32, []int{1, 1, 1, 1, 8}, f32) }, "5 dimensions, want 1..4"},
 		{"0 dims", func(w *Writer) error { return w.AddTensor("w", tensor.F32, nil, f32) }, "0 dimensions"},
 		{"zero dim", func(w *Writer) error { return w.AddTensor("w", tensor.F32, []int{0, 8}, f32) }, "dimension outside"},
