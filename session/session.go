@@ -59,6 +59,8 @@ type Request struct {
 	OnLogits func(pos int32, logits []float32)
 	// OnToken, when set, sees every generated token as it is sampled, with
 	// the text it completes (possibly "" while a character is incomplete).
+	// When the request ends with bytes of an unfinished character held
+	// back, a last call has tok = -1 and their replacement text.
 	OnToken func(tok int32, text string)
 	// Tag is carried untouched to the finished session, for the caller to
 	// find its own state again (the root API's stream).
@@ -97,8 +99,8 @@ type Session struct {
 	noStop  bool
 	sampler *sample.Sampler
 	scratch sample.Scratch
-	text    strings.Builder // the completion, as streamed
-	prev    int32           // the token before the next one to print
+	text    strings.Builder        // the completion, as streamed
+	dec     *tokenizer.TextDecoder // bytes of the generated tokens → complete UTF-8
 }
 
 // New tokenizes a request. A request that cannot run comes back finished
@@ -157,7 +159,7 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		room = min(room, s.NPrompt+s.maxNew)
 	}
 	s.Tokens = slices.Grow(s.Tokens, room-s.NPrompt)
-	s.prev = s.Tokens[s.NPrompt-1]
+	s.dec = tokenizer.NewTextDecoderAfter(tok, s.Tokens[s.NPrompt-1])
 	return s
 }
 
@@ -217,8 +219,7 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 		return nil
 	}
 	s.Tokens = append(s.Tokens, next)
-	piece := SafePiece(s.tok.Piece(s.prev, next))
-	s.prev = next
+	piece := s.dec.Next(next)
 	s.text.WriteString(piece)
 	if s.Req.OnToken != nil {
 		s.Req.OnToken(next, piece)
@@ -256,37 +257,22 @@ func (s *Session) fail(err error) *Session {
 
 func (s *Session) end(reason string) {
 	s.Finish, s.End = reason, time.Now()
+	if s.dec != nil {
+		if rest := s.dec.Flush(); rest != "" {
+			s.text.WriteString(rest)
+			if s.Req.OnToken != nil {
+				s.Req.OnToken(-1, rest)
+			}
+		}
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
 }
 
-// Text is what llama2.c's run.c prints for tokens: every token after the
-// first, each as the tokenizer's streaming piece after its predecessor (so the
-// space after BOS is dropped), skipping single bytes that are neither printable
-// nor whitespace. The first token is printed too when it is not BOS.
+// Text is the text of tokens as llama2.c's run.c prints it (the space after
+// BOS dropped, BOS and control tokens not printed), with byte pieces decoded
+// into complete UTF-8 (tokenizer.Decode).
 func Text(tok tokenizer.Tokenizer, tokens []int32) string {
-	var sb strings.Builder
-	prev := int32(-1)
-	for _, t := range tokens {
-		if prev < 0 && t == tok.BOS() {
-			prev = t
-			continue
-		}
-		sb.WriteString(SafePiece(tok.Piece(prev, t)))
-		prev = t
-	}
-	return sb.String()
-}
-
-// SafePiece is run.c's safe_printf: a piece that is one raw byte is printed
-// only if it is printable ASCII or whitespace.
-func SafePiece(p string) string {
-	if len(p) == 1 {
-		c := p[0]
-		if !(c >= 0x20 && c < 0x7f) && !(c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r') {
-			return ""
-		}
-	}
-	return p
+	return tokenizer.Decode(tok, -1, tokens)
 }

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
 	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -117,18 +118,22 @@ func engineLogits(t *testing.T, path string, toks []int32) [][]float32 {
 	}
 	defer l.Close()
 	out := make([][]float32, len(toks))
-	eng, err := decode.New(l, decode.Options{MaxNewTokens: 1, NoStop: true, PrefillChunk: 3, AllLogits: true,
-		OnLogits: func(_ *decode.Seq, pos int32, logits []float32) {
+	p := pipelines.Greedy()
+	sc := p.Scheduler()
+	sc.MaxInFlight, sc.MaxNewTokens, sc.StopAtEOS, sc.PrefillChunk = 1, 1, false, 3
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	_, err = eng.Complete(context.Background(), sluice.Request{Tokens: toks, AllLogits: true,
+		OnLogits: func(pos int32, logits []float32) {
 			if int(pos) < len(out) {
 				out[pos] = append([]float32(nil), logits...)
 			}
 		}})
 	if err != nil {
 		t.Fatal(err)
-	}
-	s := eng.Generate(context.Background(), decode.Request{Tokens: toks})
-	if s.Err != nil {
-		t.Fatal(s.Err)
 	}
 	return out
 }
