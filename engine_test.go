@@ -374,3 +374,31 @@ func TestContextFullEmitsLastToken(t *testing.T) {
 		t.Fatalf("prompt of 17 tokens in a context of 16: %v", err)
 	}
 }
+
+// With the KV cache each step computes only the new token; without it, every
+// step recomputes the whole prefix in one chunk. Both give the same tokens and,
+// since the kernels are batch-invariant, bit-identical logits.
+func TestCacheEqualsRecompute(t *testing.T) {
+	l := synthModel(t, 2, tensor.Q8_0)
+	const n = 24
+	var cached [][]float32
+	e := engine(t, l, pipeline(t, 0, 1, 1, n))
+	r, err := e.Complete(context.Background(), sluice.Request{Prompt: "Once", AllLogits: true,
+		OnLogits: func(_ int32, lg []float32) { cached = append(cached, slices.Clone(lg)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := engine(t, l, pipeline(t, 0, 1, 1<<10, 1))
+	for step := r.PromptTokens; step < len(r.Tokens); step++ {
+		var last []float32
+		if _, err := full.Complete(context.Background(), sluice.Request{Tokens: r.Tokens[:step],
+			OnLogits: func(_ int32, lg []float32) { last = slices.Clone(lg) }}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range last {
+			if math.Float32bits(last[i]) != math.Float32bits(cached[step-1][i]) {
+				t.Fatalf("step %d logit %d: recomputed %v, cached %v", step, i, last[i], cached[step-1][i])
+			}
+		}
+	}
+}
