@@ -96,3 +96,22 @@ func TestFormatParams(t *testing.T) {
 		})
 	}
 }
+
+func TestDescribeUsesTheParsingRegistry(t *testing.T) {
+	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"")
+	p, err := beamRegistry(t).Parse([]byte(src), "beam.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	p.Describe(&b)
+	for _, want := range []string{
+		"  6  samp    beam                *sched.Step → *session.Session      closes  1       1        beams=4 return=1\n",
+		"  samp: beam search\n",
+		"decode loop: sched opens it; samp closes it and feeds each step back to sched; embed, layers, head run inside it, once per step\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Describe lacks %q:\n%s", want, b.String())
+		}
+	}
+}
