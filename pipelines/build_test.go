@@ -86,3 +86,13 @@ func TestBuildChecksKinds(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildUnknownKind(t *testing.T) {
+	p := Greedy()
+	p.Stages[5].Kind = "beam"
+	_, err := Build(p, buildOpts())
+	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "beam"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize"`
+	if !errors.Is(err, ErrUnknownKind) || err.Error() != want {
+		t.Errorf("Build = %v\nwant %s", err, want)
+	}
+}

@@ -560,6 +560,7 @@ func (r *Registry) wiring(ss []Stage) []*Error {
 		k, ok := r.Lookup(s.Kind)
 		if !ok {
 			add(s, "unknown kind %q; known kinds: %s", s.Kind, kindList(r.Kinds()))
+			errs[len(errs)-1].Kind = ErrUnknownKind
 			return errs
 		}
 		switch {
