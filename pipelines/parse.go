@@ -573,14 +573,14 @@ func (r *Registry) wiring(ss []Stage) []*Error {
 		}
 		switch {
 		case k.Loop == LoopOpen && opener != nil:
-			add(s, "kind %q opens the decode loop, but stage %q%s opened it already; a pipeline has one loop", s.Kind, opener.ID, commaLine(opener.Line))
+			add(s, "kind %q opens the decode loop, but stage %q (kind %q%s) opened it already; a pipeline has one loop", s.Kind, opener.ID, opener.Kind, commaLine(opener.Line))
 		case k.Loop == LoopOpen:
 			opener = s
 		case k.Loop == LoopClose && opener == nil:
 			add(s, "kind %q closes the decode loop, but no stage before it opens it; kinds that open it: %s",
 				s.Kind, r.kindsWhere(func(k Kind) bool { return k.Loop == LoopOpen }))
 		case k.Loop == LoopClose && closer != nil:
-			add(s, "kind %q closes the decode loop, but stage %q%s closed it already; a pipeline has one loop", s.Kind, closer.ID, commaLine(closer.Line))
+			add(s, "kind %q closes the decode loop, but stage %q (kind %q%s) closed it already; a pipeline has one loop", s.Kind, closer.ID, closer.Kind, commaLine(closer.Line))
 		case k.Loop == LoopClose:
 			closer = s
 		}

@@ -326,7 +326,7 @@ func TestParseErrors(t *testing.T) {
 			src:  edit(t, "[[stage]]\nid   = \"embed\"", "[[stage]]\nid   = \"s2\"\nkind = \"scheduler\"\n\n[[stage]]\nid   = \"embed\""),
 			kind: ErrStageOrder,
 			want: "pipelines: t.toml:11: stage \"s2\": kind \"scheduler\" takes *session.Session, but the stage before it, \"sched\" (kind \"scheduler\", line 7), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\"\n" +
-				`pipelines: t.toml:11: stage "s2": kind "scheduler" opens the decode loop, but stage "sched", line 7 opened it already; a pipeline has one loop`,
+				`pipelines: t.toml:11: stage "s2": kind "scheduler" opens the decode loop, but stage "sched" (kind "scheduler", line 7) opened it already; a pipeline has one loop`,
 		},
 		{
 			name: "misordered stages",

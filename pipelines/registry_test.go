@@ -149,7 +149,7 @@ func TestNewKindErrors(t *testing.T) {
 			t.Fatalf("err = %v, want ErrStageOrder", err)
 		}
 		want := `pipelines: t.toml:29: stage "b": kind "beam" takes *sched.Step, but the stage before it, "samp" (kind "sample", line 23), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"` + "\n" +
-			`pipelines: t.toml:29: stage "b": kind "beam" closes the decode loop, but stage "samp", line 23 closed it already; a pipeline has one loop`
+			`pipelines: t.toml:29: stage "b": kind "beam" closes the decode loop, but stage "samp" (kind "sample", line 23) closed it already; a pipeline has one loop`
 		if diff := cmp.Diff(want, err.Error()); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
