@@ -70,7 +70,9 @@ type BuildOptions struct {
 	Logger   zerolog.Logger
 }
 
-// Build wires the pipeline's stages into a graph:
+// Build wires the pipeline's stages into a graph with the registry that
+// parsed the pipeline: a source of requests, each stage's nodes as its kind
+// builds them, and a sink of results. For the built-in kinds:
 //
 //	requests → tokenize → admit ⇢ (queue) ⇢ scheduler → embed → layers… → head → sample ─┐
 //	                          loop: one step in flight ▲────────────────────────────────────┘
@@ -78,70 +80,44 @@ type BuildOptions struct {
 //
 // One Step circulates in the loop for the engine's lifetime; each turn is one
 // forward pass of every active sequence. Finished sessions leave through the
-// scheduler's retired side.
+// scheduler's retired side. The stages are checked as Parse checks them, so a
+// pipeline edited in Go after parsing fails here, before anything runs.
 func Build(p *Pipeline, o BuildOptions) (*graph.Graph, error) {
-	e := o.Env
-	if e == nil || e.Sched == nil || o.Requests == nil || o.Results == nil {
+	if o.Env == nil || o.Env.Sched == nil || o.Requests == nil || o.Results == nil {
 		return nil, fmt.Errorf("pipelines: Build needs an engine, a request source and a result sink")
 	}
-	opts := func(s *Stage) []graph.NodeOption {
-		return []graph.NodeOption{graph.Buffer(s.Buffer), graph.Workers(s.Workers)}
-	}
-	stage := func(kind string) *Stage {
-		s, _ := p.StageOfKind(kind)
-		return s
-	}
-	for _, k := range []string{KindTokenize, KindScheduler, KindEmbed, KindTransformerLayers, KindHead, KindSample, KindDetokenize} {
-		if stage(k) == nil {
-			return nil, fmt.Errorf("pipelines: %s: no %q stage", p.Source, k)
+	reg := p.Registry()
+	if errs := reg.wiring(p.Stages); len(errs) > 0 {
+		l := &loader{source: p.Source}
+		for _, e := range errs {
+			l.add(e)
 		}
+		return nil, l.err()
 	}
 	g := graph.New(graph.Options{Name: p.Name, Logger: o.Logger})
-	reqs := graph.Source(g, "requests", o.Requests)
-
-	st := stage(KindTokenize)
-	tp := st.Params.(*TokenizeParams)
-	seqs := graph.Then(st.ID, reqs, &stages.Tokenize{E: e, AddBOS: tp.AddBOS}, append(opts(st), graph.Ordered())...)
-
-	sch := stage(KindScheduler)
-	first := graph.Then(sch.ID+".admit", seqs, &stages.Admit{E: e})
-	loop := graph.NewLoop[*sched.Step](g, "decode", 1)
-	steps := graph.Then(sch.ID, loop.Enter(first), &stages.Schedule{E: e})
-	live, done := graph.Split("live", steps, func(s *sched.Step) bool { return !s.Done })
-	graph.Sink("end", loop.Exit(done), func(context.Context, *sched.Step) error { return nil })
-
-	st = stage(KindEmbed)
-	live = graph.Then(st.ID, live, &stages.Embed{E: e}, graph.Buffer(st.Buffer))
-
-	st = stage(KindTransformerLayers)
-	lp := st.Params.(*TransformerLayersParams)
-	blocks := e.Model.Blocks()
-	per := lp.BlocksPerStage
-	if per <= 0 {
-		per = len(blocks)
-	}
-	for lo := 0; lo < len(blocks); lo += per {
-		hi := min(lo+per, len(blocks))
-		layer := &stages.Layers{E: e, Blocks: blocks[lo:hi]}
-		if a := lp.PrefetchAhead; a > 0 && hi-1+a < len(blocks) && per == 1 {
-			layer.Ahead = blocks[hi-1+a]
+	b := &BuildContext{Graph: g, Env: o.Env, Logger: o.Logger, In: graph.Source(g, "requests", o.Requests).Any()}
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		k, _ := reg.Lookup(s.Kind)
+		b.Stage = s
+		out, err := k.Build(b)
+		at := fmt.Sprintf("pipelines: %s: stage %q (kind %q)", p.Source, s.ID, s.Kind)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", at, err)
+		case out.Type() != k.Out:
+			return nil, fmt.Errorf("%s: Build returned a port of %v; the kind declares %v", at, out.Type(), k.Out)
+		case k.Loop == LoopOpen && b.loop == nil:
+			return nil, fmt.Errorf("%s: the kind opens the decode loop, but its Build did not call OpenLoop", at)
+		case k.Loop == LoopClose && b.Loop() != nil:
+			return nil, fmt.Errorf("%s: the kind closes the decode loop, but its Build did not call CloseLoop", at)
 		}
-		name := fmt.Sprintf("%s.%02d", st.ID, lo)
-		if hi-lo > 1 {
-			name = fmt.Sprintf("%s.%02d-%02d", st.ID, lo, hi-1)
-		}
-		live = graph.Then(name, live, layer, graph.Buffer(st.Buffer))
+		b.In = out
 	}
-
-	st = stage(KindHead)
-	live = graph.Then(st.ID, live, &stages.Head{E: e}, graph.Buffer(st.Buffer))
-
-	st = stage(KindSample)
-	loop.Return(graph.Then(st.ID, live, &stages.Sample{E: e}, graph.Buffer(st.Buffer)))
-
-	st = stage(KindDetokenize)
-	retired := graph.Source(g, sch.ID+".retired", stages.Retired(e))
-	res := graph.Then(st.ID, retired, &stages.Detokenize{E: e}, opts(st)...)
+	res, err := graph.PortOf[stages.Result](b.In)
+	if err != nil {
+		return nil, fmt.Errorf("pipelines: %s: %w", p.Source, err)
+	}
 	graph.Sink("results", res, o.Results)
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("pipelines: %s: %w", p.Source, err)

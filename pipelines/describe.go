@@ -10,8 +10,9 @@ import (
 
 // Describe prints what the pipeline would build: its settings, the model
 // options with their defaults spelled out, and each stage with its buffer,
-// workers and every params value (defaults included), then the feedback edge.
-// `sluice validate` prints this. Kind descriptions come from Default.
+// workers and every params value (defaults included), its ports and its part
+// in the decode loop, then what opens and closes the loop. `sluice validate`
+// prints this. Kinds come from the registry that parsed the pipeline.
 func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %q from %s\n", p.Name, p.Source)
 	if p.Description != "" {
@@ -34,26 +35,40 @@ func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintf(tw, "  page_tokens\t%s\n", intOrDefault(m.PageTokens, "the KV cache's default"))
 	tw.Flush()
 
-	chain := ""
-	if p.Chain != "" {
-		chain = fmt.Sprintf(" (chain %q)", p.Chain)
-	}
-	fmt.Fprintf(w, "stages%s:\n", chain)
+	reg := p.Registry()
+	fmt.Fprintf(w, "stages (%v → %v):\n", RequestType, ResultType)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tid\tkind\tbuffer\tworkers\tparams")
-	for i, s := range p.Stages {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%d\t%s\n", i+1, s.ID, s.Kind, s.Buffer, s.Workers, formatParams(s.Params))
+	fmt.Fprintln(tw, "  #\tid\tkind\tin → out\tloop\tbuffer\tworkers\tparams")
+	var opener, closer *Stage
+	var inside []string
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		ports, loop := "?", "-"
+		if k, ok := reg.Lookup(s.Kind); ok {
+			ports = fmt.Sprintf("%v → %v", k.In, k.Out)
+			switch {
+			case k.Loop == LoopOpen && opener == nil:
+				opener, loop = s, "opens"
+			case k.Loop == LoopClose && opener != nil && closer == nil:
+				closer, loop = s, "closes"
+			case opener != nil && closer == nil:
+				inside, loop = append(inside, s.ID), "inside"
+			}
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i+1, s.ID, s.Kind, ports, loop, s.Buffer, s.Workers, formatParams(s.Params))
 	}
 	tw.Flush()
 	for _, s := range p.Stages {
-		if k, ok := Default.Lookup(s.Kind); ok && k.Doc != "" {
+		if k, ok := reg.Lookup(s.Kind); ok && k.Doc != "" {
 			fmt.Fprintf(w, "  %s: %s\n", s.ID, k.Doc)
 		}
 	}
-	if smp, ok := p.StageOfKind(KindSample); ok {
-		if sch, ok := p.StageOfKind(KindScheduler); ok {
-			fmt.Fprintf(w, "feedback: %s → %s (next tokens; at most max_in_flight sequences in the loop)\n", smp.ID, sch.ID)
+	if opener != nil && closer != nil {
+		fmt.Fprintf(w, "decode loop: %s opens it; %s closes it and feeds each step back to %s", opener.ID, closer.ID, opener.ID)
+		if len(inside) > 0 {
+			fmt.Fprintf(w, "; %s run inside it, once per step", strings.Join(inside, ", "))
 		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -24,15 +24,15 @@ model:
   threads      GOMAXPROCS
   context      the model's context length
   page_tokens  the KV cache's default
-stages (chain "sample"):
-  #  id          kind                buffer  workers  params
-  1  tokenize    tokenize            1       1        add_bos=true
-  2  scheduler   scheduler           1       1        max_in_flight=4 prefill_chunk=64 max_batch_tokens=0 max_new_tokens=256 stop_at_eos=true
-  3  embed       embed               1       1        -
-  4  layers      transformer_layers  1       1        prefetch_ahead=1 blocks_per_stage=0
-  5  head        head                1       1        -
-  6  sample      sample              1       1        temperature=0 top_k=40 top_p=0.95 min_p=0.05 repeat_penalty=1 repeat_last_n=64 seed=unset
-  7  detokenize  detokenize          1       1        -
+stages (session.Request → stages.Result):
+  #  id          kind                in → out                            loop    buffer  workers  params
+  1  tokenize    tokenize            session.Request → *session.Session  -       1       1        add_bos=true
+  2  scheduler   scheduler           *session.Session → *sched.Step      opens   1       1        max_in_flight=4 prefill_chunk=64 max_batch_tokens=0 max_new_tokens=256 stop_at_eos=true
+  3  embed       embed               *sched.Step → *sched.Step           inside  1       1        -
+  4  layers      transformer_layers  *sched.Step → *sched.Step           inside  1       1        prefetch_ahead=1 blocks_per_stage=0
+  5  head        head                *sched.Step → *sched.Step           inside  1       1        -
+  6  sample      sample              *sched.Step → *session.Session      closes  1       1        temperature=0 top_k=40 top_p=0.95 min_p=0.05 repeat_penalty=1 repeat_last_n=64 seed=unset
+  7  detokenize  detokenize          *session.Session → stages.Result    -       1       1        -
   tokenize: text to token ids
   scheduler: continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens
   embed: token ids to hidden states
@@ -40,7 +40,7 @@ stages (chain "sample"):
   head: final norm and output projection to logits
   sample: picks the next token; feeds it back to the scheduler
   detokenize: token ids to text
-feedback: sample → scheduler (next tokens; at most max_in_flight sequences in the loop)
+decode loop: scheduler opens it; sample closes it and feeds each step back to scheduler; embed, layers, head run inside it, once per step
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("Describe (-want +got):\n%s", diff)
@@ -94,5 +94,24 @@ func TestFormatParams(t *testing.T) {
 				t.Errorf("formatParams = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDescribeUsesTheParsingRegistry(t *testing.T) {
+	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"")
+	p, err := beamRegistry(t).Parse([]byte(src), "beam.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	p.Describe(&b)
+	for _, want := range []string{
+		"  6  samp    beam                *sched.Step → *session.Session      closes  1       1        beams=4 return=1\n",
+		"  samp: beam search\n",
+		"decode loop: sched opens it; samp closes it and feeds each step back to sched; embed, layers, head run inside it, once per step\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Describe lacks %q:\n%s", want, b.String())
+		}
 	}
 }

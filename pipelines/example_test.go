@@ -41,10 +41,10 @@ kind = "detokenize"
 	}
 	s, _ := p.StageOfKind(pipelines.KindSample)
 	sp := s.Params.(*pipelines.SampleParams)
-	fmt.Println(p.Name, len(p.Stages), "stages, chain", p.Chain)
+	fmt.Println(p.Name, len(p.Stages), "stages")
 	fmt.Println("temperature", sp.Temperature, "top_k", sp.TopK, "seed", *sp.Seed)
 	// Output:
-	// tiny 7 stages, chain sample
+	// tiny 7 stages
 	// temperature 0 top_k 40 seed 1234
 }
 

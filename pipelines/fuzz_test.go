@@ -60,8 +60,8 @@ func FuzzPipelineTOML(f *testing.F) {
 			}
 			return
 		}
-		if p.Name == "" || p.Chain == "" || p.Timeout < 0 {
-			t.Fatalf("accepted pipeline with name %q, chain %q, timeout %v", p.Name, p.Chain, p.Timeout)
+		if p.Name == "" || len(p.Stages) == 0 || p.Timeout < 0 {
+			t.Fatalf("accepted pipeline with name %q, %d stages, timeout %v", p.Name, len(p.Stages), p.Timeout)
 		}
 		ids := map[string]bool{}
 		for _, s := range p.Stages {

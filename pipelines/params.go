@@ -5,21 +5,6 @@ import (
 	"math"
 )
 
-// Built-in stage kinds.
-const (
-	KindTokenize          = "tokenize"
-	KindScheduler         = "scheduler"
-	KindEmbed             = "embed"
-	KindTransformerLayers = "transformer_layers"
-	KindHead              = "head"
-	KindSample            = "sample"
-	KindDetokenize        = "detokenize"
-)
-
-// ChainSample is the name of the built-in chain: plain autoregressive
-// decoding with a sampler.
-const ChainSample = "sample"
-
 // ParamError reports one bad params value. A params Validate method returns
 // it (or several, joined) so the loader can point at the key's line.
 type ParamError struct {
@@ -211,32 +196,4 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// Builtin returns a new registry holding the built-in kinds and the "sample"
-// chain. Default is one such registry; tests and embedders that add kinds
-// should start from their own Builtin() so Default stays untouched.
-func Builtin() *Registry {
-	r := &Registry{}
-	for _, k := range []Kind{
-		{Name: KindTokenize, Doc: "text to token ids", Stateless: true,
-			NewParams: func() any { return DefaultTokenizeParams() }},
-		{Name: KindScheduler, Doc: "continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens",
-			NewParams: func() any { return DefaultSchedulerParams() }},
-		{Name: KindEmbed, Doc: "token ids to hidden states"},
-		{Name: KindTransformerLayers, Doc: "transformer blocks, blocks_per_stage to a stage (auto: all in one), with weight prefetch",
-			NewParams: func() any { return DefaultTransformerLayersParams() }},
-		{Name: KindHead, Doc: "final norm and output projection to logits"},
-		{Name: KindSample, Doc: "picks the next token; feeds it back to the scheduler",
-			NewParams: func() any { return DefaultSampleParams() }},
-		{Name: KindDetokenize, Doc: "token ids to text"},
-	} {
-		r.MustRegister(k)
-	}
-	if err := r.RegisterChain(Chain{Name: ChainSample, Kinds: []string{
-		KindTokenize, KindScheduler, KindEmbed, KindTransformerLayers, KindHead, KindSample, KindDetokenize,
-	}}); err != nil {
-		panic(err) // the built-in table is constant; reaching this is a bug in this file
-	}
-	return r
 }

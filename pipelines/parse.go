@@ -197,8 +197,11 @@ func (l *loader) parse() *Pipeline {
 	}
 	p.Stages = l.stages(raw["stage"], top.Stage)
 	if len(l.errs) == 0 {
-		p.Chain = l.chain(p.Stages)
+		for _, e := range l.reg.wiring(p.Stages) {
+			l.add(e)
+		}
 	}
+	p.reg = l.reg
 	return p
 }
 
@@ -532,81 +535,69 @@ func (l *loader) unknownKey(stage string, line int, path []string) {
 	l.add(&Error{Line: line, Stage: stage, Kind: ErrUnknownKey, Msg: "unknown key " + toml.Key(path).String()})
 }
 
-// chain checks the stage kinds against the registered chains and returns
-// the name of the one they follow.
-func (l *loader) chain(stages []Stage) string {
-	chains := l.reg.Chains()
-	if len(chains) == 0 {
-		l.add(&Error{Kind: ErrStageOrder, Msg: "the registry has no chains; nothing is accepted"})
-		return ""
-	}
-	kinds := make([]string, len(stages))
-	for i, s := range stages {
-		kinds[i] = s.Kind
-	}
-	for _, c := range chains {
-		if slices.Equal(kinds, c.Kinds) {
-			return c.Name
+// wiring checks that the stages connect: the first takes RequestType, each
+// takes what the one before it gives, the last gives ResultType, and one
+// stage opens the decode loop before another closes it. Build runs it too,
+// for pipelines edited after parsing.
+func (r *Registry) wiring(ss []Stage) []*Error {
+	var errs []*Error
+	add := func(s *Stage, format string, args ...any) {
+		e := &Error{Kind: ErrStageOrder, Msg: fmt.Sprintf(format, args...)}
+		if s != nil {
+			e.Line, e.Stage = s.Line, s.ID
 		}
+		errs = append(errs, e)
 	}
-	// Diagnose against the chain sharing the most kinds with the file.
-	best, bestScore := chains[0], -1
-	for _, c := range chains {
-		score := 0
-		for _, k := range c.Kinds {
-			if slices.Contains(kinds, k) {
-				score++
-			}
+	takes := func(t reflect.Type) string { return r.kindsWhere(func(k Kind) bool { return k.In == t }) }
+	if len(ss) == 0 {
+		add(nil, "no [[stage]] entries; want stages from %v to %v that open and close the decode loop, as in the greedy preset", RequestType, ResultType)
+		return errs
+	}
+	var prev, opener, closer *Stage
+	out := RequestType
+	for i := range ss {
+		s := &ss[i]
+		k, ok := r.Lookup(s.Kind)
+		if !ok {
+			add(s, "unknown kind %q; known kinds: %s", s.Kind, kindList(r.Kinds()))
+			errs[len(errs)-1].Kind = ErrUnknownKind
+			return errs
 		}
-		if score > bestScore {
-			best, bestScore = c, score
+		switch {
+		case k.In == out:
+		case prev == nil:
+			add(s, "kind %q takes %v, but the first stage takes the requests, %v; kinds that take it: %s", s.Kind, k.In, out, takes(out))
+		default:
+			add(s, "kind %q takes %v, but the stage before it, %q (kind %q%s), gives %v; kinds that take %v: %s",
+				s.Kind, k.In, prev.ID, prev.Kind, commaLine(prev.Line), out, out, takes(out))
 		}
-	}
-	want := fmt.Sprintf("want exactly one stage of each kind, in this order: %s", best)
-	if len(chains) > 1 {
-		names := make([]string, len(chains))
-		for i, c := range chains {
-			names[i] = fmt.Sprintf("%s (%s)", c.Name, c)
+		switch {
+		case k.Loop == LoopOpen && opener != nil:
+			add(s, "kind %q opens the decode loop, but stage %q (kind %q%s) opened it already; a pipeline has one loop", s.Kind, opener.ID, opener.Kind, commaLine(opener.Line))
+		case k.Loop == LoopOpen:
+			opener = s
+		case k.Loop == LoopClose && opener == nil:
+			add(s, "kind %q closes the decode loop, but no stage before it opens it; kinds that open it: %s",
+				s.Kind, r.kindsWhere(func(k Kind) bool { return k.Loop == LoopOpen }))
+		case k.Loop == LoopClose && closer != nil:
+			add(s, "kind %q closes the decode loop, but stage %q (kind %q%s) closed it already; a pipeline has one loop", s.Kind, closer.ID, closer.Kind, commaLine(closer.Line))
+		case k.Loop == LoopClose:
+			closer = s
 		}
-		want = fmt.Sprintf("closest chain %q: %s; known chains: %s", best.Name, want, strings.Join(names, "; "))
+		prev, out = s, k.Out
 	}
-	if len(stages) == 0 {
-		l.add(&Error{Kind: ErrStageOrder, Msg: "no [[stage]] entries; " + want})
-		return ""
+	if out != ResultType {
+		add(prev, "kind %q gives %v, but the last stage must give the results, %v; kinds that give them: %s",
+			prev.Kind, out, ResultType, r.kindsWhere(func(k Kind) bool { return k.Out == ResultType }))
 	}
-	n := len(l.errs)
-	first := map[string]int{}
-	for i, s := range stages {
-		if j, dup := first[s.Kind]; dup {
-			l.add(&Error{Line: s.Line, Stage: s.ID, Kind: ErrStageOrder, Msg: fmt.Sprintf(
-				"kind %q appears again (first in stage %q%s); %s", s.Kind, stages[j].ID, commaLine(stages[j].Line), want)})
-			continue
-		}
-		first[s.Kind] = i
-		if !slices.Contains(best.Kinds, s.Kind) {
-			l.add(&Error{Line: s.Line, Stage: s.ID, Kind: ErrStageOrder, Msg: fmt.Sprintf(
-				"kind %q does not belong in chain %q; %s", s.Kind, best.Name, want)})
-		}
+	switch {
+	case opener == nil:
+		add(nil, "no stage opens the decode loop; kinds that open it: %s", r.kindsWhere(func(k Kind) bool { return k.Loop == LoopOpen }))
+	case closer == nil:
+		add(opener, "kind %q opens the decode loop, but no stage after it closes it; kinds that close it: %s",
+			opener.Kind, r.kindsWhere(func(k Kind) bool { return k.Loop == LoopClose }))
 	}
-	for _, k := range best.Kinds {
-		if _, ok := first[k]; !ok {
-			l.add(&Error{Kind: ErrStageOrder, Msg: fmt.Sprintf("no stage of kind %q; %s", k, want)})
-		}
-	}
-	if len(l.errs) > n {
-		return ""
-	}
-	// Same kinds, each once: a permutation. Point at the first stage out of place.
-	for i, k := range best.Kinds {
-		if stages[i].Kind != k {
-			j := first[k]
-			l.add(&Error{Line: stages[i].Line, Stage: stages[i].ID, Kind: ErrStageOrder, Msg: fmt.Sprintf(
-				"kind %q is out of order: stage %q (kind %q%s) must come before it; %s",
-				stages[i].Kind, stages[j].ID, k, commaLine(stages[j].Line), want)})
-			break
-		}
-	}
-	return ""
+	return errs
 }
 
 // unknownKeys lists the keys of m (at prefix) that t, a struct or pointer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // baseTOML is a valid pipeline whose line numbers the error tests rely on:
@@ -74,7 +75,6 @@ func TestParseBase(t *testing.T) {
 	want := &Pipeline{
 		Name:   "t",
 		Source: "base.toml",
-		Chain:  ChainSample,
 		Stages: []Stage{
 			{ID: "tok", Kind: KindTokenize, Buffer: 1, Workers: 1, Params: DefaultTokenizeParams(), Line: 3},
 			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Params: DefaultSchedulerParams(), Line: 7},
@@ -85,7 +85,7 @@ func TestParseBase(t *testing.T) {
 			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 29},
 		},
 	}
-	if diff := cmp.Diff(want, p); diff != "" {
+	if diff := cmp.Diff(want, p, cmpopts.IgnoreUnexported(Pipeline{})); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
 	}
 }
@@ -153,7 +153,7 @@ kind = "detokenize"
 		t.Fatal(err)
 	}
 	want := &Pipeline{
-		Name: "full", Description: "every key set", Timeout: 90 * time.Second, Source: "full.toml", Chain: ChainSample,
+		Name: "full", Description: "every key set", Timeout: 90 * time.Second, Source: "full.toml",
 		Model: ModelSpec{Path: "m/x.gguf", Tokenizer: "tok512.bin", Tier: TierRAM, Threads: 2, Context: 512, PageTokens: 32},
 		Stages: []Stage{
 			{ID: "tok", Kind: KindTokenize, Buffer: 3, Workers: 2, Params: &TokenizeParams{AddBOS: false}, Line: 13},
@@ -167,7 +167,7 @@ kind = "detokenize"
 			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 54},
 		},
 	}
-	if diff := cmp.Diff(want, p); diff != "" {
+	if diff := cmp.Diff(want, p, cmpopts.IgnoreUnexported(Pipeline{})); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
 	}
 }
@@ -296,30 +296,52 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:19: stage #5: missing id (e.g. id = "sample"); every stage needs a unique id`,
 		},
 		{
-			name: "missing required kind",
-			src:  edit(t, "[[stage]]\nid   = \"head\"\nkind = \"head\"\n", ""),
+			name: "ports do not fit: a stage between tokenize and scheduler that takes steps",
+			src:  edit(t, "[[stage]]\nid   = \"sched\"", "[[stage]]\nid   = \"early\"\nkind = \"head\"\n\n[[stage]]\nid   = \"sched\""),
 			kind: ErrStageOrder,
-			want: `pipelines: t.toml: no stage of kind "head"; want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize`,
+			want: "pipelines: t.toml:7: stage \"early\": kind \"head\" takes *sched.Step, but the stage before it, \"tok\" (kind \"tokenize\", line 3), gives *session.Session; kinds that take *session.Session: \"scheduler\", \"detokenize\"\n" +
+				`pipelines: t.toml:11: stage "sched": kind "scheduler" takes *session.Session, but the stage before it, "early" (kind "head", line 7), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample"`,
 		},
 		{
-			name: "misordered kinds",
-			src: edit(t, "[[stage]]\nid   = \"embed\"\nkind = \"embed\"\n", "",
-				"[[stage]]\nid   = \"head\"", "[[stage]]\nid   = \"embed\"\nkind = \"embed\"\n\n[[stage]]\nid   = \"head\""),
+			name: "no stage closes the loop",
+			src:  edit(t, "[[stage]]\nid   = \"samp\"\nkind = \"sample\"\n  [stage.params]\n  top_k = 10\n", ""),
 			kind: ErrStageOrder,
-			want: `pipelines: t.toml:12: stage "layers": kind "transformer_layers" is out of order: stage "embed" (kind "embed", line 16) must come before it; want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize`,
+			want: "pipelines: t.toml:7: stage \"sched\": kind \"scheduler\" opens the decode loop, but no stage after it closes it; kinds that close it: \"sample\"\n" +
+				`pipelines: t.toml:24: stage "detok": kind "detokenize" takes *session.Session, but the stage before it, "head" (kind "head", line 19), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample"`,
 		},
 		{
-			name: "kind twice",
-			src:  edit(t, `id   = "head"`+"\nkind = \"head\"", `id   = "head"`+"\nkind = \"embed\""),
+			name: "first stage does not take requests",
+			src:  edit(t, "[[stage]]\nid   = \"tok\"\nkind = \"tokenize\"\n", ""),
 			kind: ErrStageOrder,
-			want: "pipelines: t.toml:19: stage \"head\": kind \"embed\" appears again (first in stage \"embed\", line 11); want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize\n" +
-				`pipelines: t.toml: no stage of kind "head"; want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize`,
+			want: `pipelines: t.toml:4: stage "sched": kind "scheduler" takes *session.Session, but the first stage takes the requests, session.Request; kinds that take it: "tokenize"`,
+		},
+		{
+			name: "last stage does not give results",
+			src:  edit(t, "[[stage]]\nid   = \"detok\"\nkind = \"detokenize\"\n", ""),
+			kind: ErrStageOrder,
+			want: `pipelines: t.toml:23: stage "samp": kind "sample" gives *session.Session, but the last stage must give the results, stages.Result; kinds that give them: "detokenize"`,
+		},
+		{
+			name: "loop opened twice",
+			src:  edit(t, "[[stage]]\nid   = \"embed\"", "[[stage]]\nid   = \"s2\"\nkind = \"scheduler\"\n\n[[stage]]\nid   = \"embed\""),
+			kind: ErrStageOrder,
+			want: "pipelines: t.toml:11: stage \"s2\": kind \"scheduler\" takes *session.Session, but the stage before it, \"sched\" (kind \"scheduler\", line 7), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\"\n" +
+				`pipelines: t.toml:11: stage "s2": kind "scheduler" opens the decode loop, but stage "sched" (kind "scheduler", line 7) opened it already; a pipeline has one loop`,
+		},
+		{
+			name: "misordered stages",
+			src: edit(t, "[[stage]]\nid   = \"tok\"\nkind = \"tokenize\"\n", "",
+				"[[stage]]\nid   = \"embed\"", "[[stage]]\nid   = \"tok\"\nkind = \"tokenize\"\n\n[[stage]]\nid   = \"embed\""),
+			kind: ErrStageOrder,
+			want: "pipelines: t.toml:4: stage \"sched\": kind \"scheduler\" takes *session.Session, but the first stage takes the requests, session.Request; kinds that take it: \"tokenize\"\n" +
+				"pipelines: t.toml:8: stage \"tok\": kind \"tokenize\" takes session.Request, but the stage before it, \"sched\" (kind \"scheduler\", line 4), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\"\n" +
+				`pipelines: t.toml:12: stage "embed": kind "embed" takes *sched.Step, but the stage before it, "tok" (kind "tokenize", line 8), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"`,
 		},
 		{
 			name: "no stages",
 			src:  "name = \"t\"\n",
 			kind: ErrStageOrder,
-			want: `pipelines: t.toml: no [[stage]] entries; want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize`,
+			want: `pipelines: t.toml: no [[stage]] entries; want stages from session.Request to stages.Result that open and close the decode loop, as in the greedy preset`,
 		},
 		{
 			name: "stage written as a table",
@@ -428,6 +450,24 @@ func TestParseErrors(t *testing.T) {
 			src:  edit(t, `kind = "scheduler"`, "kind = \"scheduler\"\nparams = { max_in_flight = 0 }"),
 			kind: ErrInvalid,
 			want: `pipelines: t.toml:10: stage "sched": max_in_flight: 0 is less than 1`,
+		},
+		{
+			name: "zero max_in_flight in a params table",
+			src:  edit(t, `kind = "scheduler"`, "kind = \"scheduler\"\n  [stage.params]\n  prefill_chunk = 16\n  max_in_flight = 0"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:12: stage "sched": max_in_flight: 0 is less than 1`,
+		},
+		{
+			name: "max_batch_tokens smaller than prefill_chunk",
+			src:  edit(t, `kind = "scheduler"`, "kind = \"scheduler\"\n  [stage.params]\n  prefill_chunk = 32\n  max_batch_tokens = 16"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:12: stage "sched": max_batch_tokens: 16 is less than prefill_chunk = 32: one prompt chunk must fit in a step`,
+		},
+		{
+			name: "max_batch_tokens smaller than max_in_flight",
+			src:  edit(t, `kind = "scheduler"`, "kind = \"scheduler\"\n  [stage.params]\n  max_batch_tokens = 2\n  prefill_chunk = 2"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:11: stage "sched": max_batch_tokens: 2 is less than max_in_flight = 4: every generating sequence needs its row in each step`,
 		},
 		{
 			name: "negative prefetch_ahead",

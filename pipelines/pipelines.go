@@ -1,7 +1,7 @@
 // Package pipelines reads pipeline files: TOML documents that declare one
-// generation graph as a chain of stages (tokenize → scheduler → embed →
-// transformer_layers → head → sample → detokenize), the model to run and a
-// per-request timeout. Parse, Load and Preset guarantee that what they return
+// generation graph as a chain of stages (built in: tokenize → scheduler →
+// embed → transformer_layers → head → sample → detokenize), the model to run
+// and a per-request timeout. Parse, Load and Preset guarantee that what they return
 // is complete and valid, so a bad file fails before any model is loaded;
 // Build (build.go) then wires the stages into a graph.
 //
@@ -15,9 +15,16 @@
 // MetaData.PrimitiveDecode into the struct its kind registered, and checks the
 // keys of every stage and table itself, exactly and per element.
 //
-// Stage kinds and the orders they may appear in are data in a Registry, so
-// later kinds (draft_tree, verify, beam) are added by registering them, and
-// tests can build their own registry without touching Default.
+// Stage kinds are registered constructors in a Registry (see Kind): each
+// declares its params, the element types of its input and output ports, its
+// part in the decode loop and a builder. Any chain whose ports fit (the first
+// stage takes session.Request, each the previous stage's output, the last
+// gives stages.Result) and that opens the decode loop before closing it is
+// accepted, so later kinds (draft_tree, verify, beam) are added by
+// registering them, and tests can build their own registry without touching
+// Default. Types cannot tell the stages inside the loop apart (all carry
+// *sched.Step), so a chain missing head, say, parses; the presets are the
+// reference chains.
 package pipelines
 
 import (
@@ -38,13 +45,14 @@ var (
 	ErrUnknownKind = errors.New("pipelines: unknown stage kind")
 	// ErrDuplicateID: two stages share an id.
 	ErrDuplicateID = errors.New("pipelines: duplicate stage id")
-	// ErrStageOrder: required kinds are missing, repeated or out of order.
+	// ErrStageOrder: the stages do not connect: a stage's input type is not
+	// the previous stage's output, or the decode loop is not opened and then
+	// closed once.
 	ErrStageOrder = errors.New("pipelines: bad stage order")
 	// ErrInvalid: a value of the wrong type or out of range, or a missing
 	// required key.
 	ErrInvalid = errors.New("pipelines: invalid value")
-	// ErrDuplicateKind: Register was called twice for one kind name (or a
-	// chain name).
+	// ErrDuplicateKind: Register was called twice for one kind name.
 	ErrDuplicateKind = errors.New("pipelines: duplicate kind")
 	// ErrUnknownPreset: Preset was given a name with no embedded file.
 	ErrUnknownPreset = errors.New("pipelines: unknown preset")
@@ -100,8 +108,18 @@ type Pipeline struct {
 	Timeout     time.Duration // per request; 0 = none
 	Model       ModelSpec
 	Stages      []Stage // in file order, which is the order of the chain
-	Chain       string  // name of the registered chain the stages follow ("sample")
 	Source      string  // file path, or "<preset greedy>"
+
+	reg *Registry // the registry that parsed it; nil = Default
+}
+
+// Registry is the registry that parsed the pipeline (Default for one made in
+// Go); Build and Describe use its kinds.
+func (p *Pipeline) Registry() *Registry {
+	if p.reg == nil {
+		return Default
+	}
+	return p.reg
 }
 
 // ModelSpec is the [model] table. Every field is optional, because CLI flags

@@ -24,8 +24,8 @@ func TestPresets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Name != tc.name || p.Source != "<preset "+tc.name+">" || p.Chain != ChainSample {
-				t.Errorf("Name, Source, Chain = %q, %q, %q", p.Name, p.Source, p.Chain)
+			if p.Name != tc.name || p.Source != "<preset "+tc.name+">" || p.Registry() != Default {
+				t.Errorf("Name, Source = %q, %q; registry Default: %v", p.Name, p.Source, p.Registry() == Default)
 			}
 			s, ok := p.StageOfKind(KindSample)
 			if !ok {

@@ -6,10 +6,19 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/graph"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/stages"
 )
 
-// Kind describes one stage kind: its name in TOML, whether it may run with
-// several workers, and its params type.
+// Kind is one stage kind, registered as a constructor (benthos registers its
+// components the same way): its name in TOML, its params, the element types
+// of its ports, its part in the decode loop and the builder that adds its
+// nodes to the graph. A kind registered on a Registry is usable from TOML
+// with no change to this package.
 type Kind struct {
 	// Name is the value of kind = "..." (lower_snake).
 	Name string
@@ -24,24 +33,120 @@ type Kind struct {
 	// *ParamError to get the key's line in the message). nil means the
 	// kind takes no params and any key under [stage.params] is an error.
 	NewParams func() any
+	// In and Out are the element types of the stage's input and output
+	// ports. Parse checks that each stage's In is the Out of the stage
+	// before it; the first stage takes RequestType, the last gives
+	// ResultType.
+	In, Out reflect.Type
+	// Loop is the stage's part in the decode loop, if any.
+	Loop LoopRole
+	// Build adds the stage's node(s) to b.Graph, reading b.In (whose type
+	// is In), and returns the stage's output port (whose type must be Out).
+	Build func(b *BuildContext) (graph.AnyPort, error)
 }
 
-// Chain is one accepted sequence of stage kinds: a pipeline must contain
-// exactly these kinds, each once, in this order.
-type Chain struct {
-	Name  string
-	Kinds []string
+// LoopRole is what a kind does to the decode loop. A pipeline has one loop:
+// one stage opens it and a later one closes it; the stages between run once
+// per step, inside it.
+type LoopRole uint8
+
+const (
+	// LoopNone: the stage neither opens nor closes the loop.
+	LoopNone LoopRole = iota
+	// LoopOpen: the stage opens the loop (the scheduler). Its Build calls
+	// BuildContext.OpenLoop and returns the port of steps entering the body.
+	LoopOpen
+	// LoopClose: the stage closes the loop (sample). Its Build calls
+	// BuildContext.CloseLoop and returns the port CloseLoop gives: what
+	// leaves the loop (the scheduler's retired sessions).
+	LoopClose
+)
+
+func (r LoopRole) String() string {
+	switch r {
+	case LoopOpen:
+		return "opens the loop"
+	case LoopClose:
+		return "closes the loop"
+	}
+	return "none"
 }
 
-func (c Chain) String() string { return strings.Join(c.Kinds, " → ") }
+// The types at the two ends of every pipeline: Build feeds the first stage
+// requests and sinks the last stage's results.
+var (
+	RequestType = reflect.TypeFor[session.Request]()
+	ResultType  = reflect.TypeFor[stages.Result]()
+)
 
-// Registry holds stage kinds and chains. The zero value is an empty registry
-// ready to use; it is safe for concurrent use.
+// BuildContext is what a Kind's Build gets: the graph being built, the
+// engine's parts, the stage with its parsed settings, the port it reads and
+// the decode loop. Build (the function) fills it for each stage in turn.
+type BuildContext struct {
+	Graph  *graph.Graph
+	Env    *stages.Env
+	Logger zerolog.Logger
+	// Stage is the stage being built: ID, Buffer, Workers and the Params
+	// its kind's NewParams made.
+	Stage *Stage
+	// In is the previous stage's output (for the first stage, the requests).
+	In graph.AnyPort
+
+	loop *DecodeLoop
+}
+
+// DecodeLoop is the decode loop being built: one *sched.Step circulates in
+// it, one turn per forward pass.
+type DecodeLoop struct {
+	Steps  *graph.Loop[*sched.Step]
+	Opener *Stage // the stage that opened it
+	after  func() graph.AnyPort
+	closed bool
+}
+
+// Options returns graph.Buffer and graph.Workers for the stage's settings.
+func (b *BuildContext) Options() []graph.NodeOption {
+	return []graph.NodeOption{graph.Buffer(b.Stage.Buffer), graph.Workers(b.Stage.Workers)}
+}
+
+// Loop returns the decode loop while it is open, else nil.
+func (b *BuildContext) Loop() *DecodeLoop {
+	if b.loop == nil || b.loop.closed {
+		return nil
+	}
+	return b.loop
+}
+
+// OpenLoop records the loop a LoopOpen stage made (it wires the loop's Enter
+// and Exit itself). after makes the port the loop's closer returns, what
+// leaves the loop; it runs when the loop closes, so its nodes come after the
+// loop's in the graph.
+func (b *BuildContext) OpenLoop(l *graph.Loop[*sched.Step], after func() graph.AnyPort) error {
+	if b.loop != nil {
+		return fmt.Errorf("the decode loop is already opened by stage %q", b.loop.Opener.ID)
+	}
+	b.loop = &DecodeLoop{Steps: l, Opener: b.Stage, after: after}
+	return nil
+}
+
+// CloseLoop returns last to the loop's start and returns what leaves the loop.
+func (b *BuildContext) CloseLoop(last graph.Port[*sched.Step]) (graph.AnyPort, error) {
+	l := b.Loop()
+	if l == nil {
+		return graph.AnyPort{}, fmt.Errorf("no decode loop is open")
+	}
+	l.Steps.Return(last)
+	l.closed = true
+	return l.after(), nil
+}
+
+// Registry holds stage kinds. The zero value is an empty registry ready to
+// use; it is safe for concurrent use. A pipeline remembers the registry that
+// parsed it, and Build uses the same one.
 type Registry struct {
-	mu     sync.RWMutex
-	kinds  map[string]Kind
-	order  []string // registration order, for messages
-	chains []Chain
+	mu    sync.RWMutex
+	kinds map[string]Kind
+	order []string // registration order, for messages
 }
 
 // Default holds the built-in kinds; the package-level Parse, Load and Preset
@@ -50,14 +155,23 @@ var Default = Builtin()
 
 // Register adds a kind. A second kind with the same name is ErrDuplicateKind.
 func (r *Registry) Register(k Kind) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("pipelines: register kind %q: %s: %w", k.Name, fmt.Sprintf(format, args...), ErrInvalid)
+	}
 	if !isLowerSnake(k.Name) {
-		return fmt.Errorf("pipelines: register kind %q: want a lower_snake name: %w", k.Name, ErrInvalid)
+		return bad("want a lower_snake name")
 	}
 	if k.NewParams != nil {
 		p := k.NewParams()
 		if t := reflect.TypeOf(p); t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-			return fmt.Errorf("pipelines: register kind %q: NewParams returns %T, want a pointer to a struct: %w", k.Name, p, ErrInvalid)
+			return bad("NewParams returns %T, want a pointer to a struct", p)
 		}
+	}
+	if k.In == nil || k.Out == nil || k.Build == nil {
+		return bad("want In, Out and Build")
+	}
+	if k.Loop > LoopClose {
+		return bad("Loop = %d is not a LoopRole", k.Loop)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -79,34 +193,6 @@ func (r *Registry) MustRegister(k Kind) {
 	}
 }
 
-// RegisterChain adds an accepted order of kinds. Every kind must already be
-// registered and appear once; a second chain with the same name is
-// ErrDuplicateKind.
-func (r *Registry) RegisterChain(c Chain) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.Name == "" || len(c.Kinds) == 0 {
-		return fmt.Errorf("pipelines: register chain %q: want a name and at least one kind: %w", c.Name, ErrInvalid)
-	}
-	for _, old := range r.chains {
-		if old.Name == c.Name {
-			return fmt.Errorf("pipelines: register chain %q: %w", c.Name, ErrDuplicateKind)
-		}
-	}
-	seen := map[string]bool{}
-	for _, k := range c.Kinds {
-		if _, ok := r.kinds[k]; !ok {
-			return fmt.Errorf("pipelines: register chain %q: kind %q is not registered: %w", c.Name, k, ErrUnknownKind)
-		}
-		if seen[k] {
-			return fmt.Errorf("pipelines: register chain %q: kind %q appears twice: %w", c.Name, k, ErrInvalid)
-		}
-		seen[k] = true
-	}
-	r.chains = append(r.chains, Chain{Name: c.Name, Kinds: slices.Clone(c.Kinds)})
-	return nil
-}
-
 // Lookup returns the kind registered under name.
 func (r *Registry) Lookup(name string) (Kind, bool) {
 	r.mu.RLock()
@@ -122,15 +208,18 @@ func (r *Registry) Kinds() []string {
 	return slices.Clone(r.order)
 }
 
-// Chains lists the registered chains in registration order.
-func (r *Registry) Chains() []Chain {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]Chain, len(r.chains))
-	for i, c := range r.chains {
-		out[i] = Chain{Name: c.Name, Kinds: slices.Clone(c.Kinds)}
+// kindsWhere lists, for a message, the kinds for which keep is true.
+func (r *Registry) kindsWhere(keep func(Kind) bool) string {
+	var names []string
+	for _, n := range r.Kinds() {
+		if k, _ := r.Lookup(n); keep(k) {
+			names = append(names, n)
+		}
 	}
-	return out
+	if len(names) == 0 {
+		return "none registered"
+	}
+	return kindList(names)
 }
 
 func isLowerSnake(s string) bool {

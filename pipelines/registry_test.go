@@ -2,12 +2,14 @@ package pipelines
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/graph"
 )
 
 // beamParams is a params type for a test-only kind.
@@ -22,32 +24,39 @@ func (p *beamParams) Validate() error {
 	return errors.Join(atLeast("beams", p.Beams, 1), atLeast("return", p.Return, 1))
 }
 
+// noBuild is the builder of test kinds that are parsed, never built.
+func noBuild(*BuildContext) (graph.AnyPort, error) { return graph.AnyPort{}, errors.ErrUnsupported }
+
+// beamRegistry adds a kind that can stand in for sample: it closes the loop.
 func beamRegistry(t *testing.T) *Registry {
 	t.Helper()
 	r := Builtin()
-	if err := r.Register(Kind{Name: "beam", Doc: "beam search", NewParams: func() any { return &beamParams{Beams: 4, Return: 1} }}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.RegisterChain(Chain{Name: "beam", Kinds: []string{
-		KindTokenize, KindScheduler, KindEmbed, KindTransformerLayers, KindHead, "beam", KindDetokenize,
-	}}); err != nil {
+	if err := r.Register(Kind{Name: "beam", Doc: "beam search", NewParams: func() any { return &beamParams{Beams: 4, Return: 1} },
+		In: stepType, Out: sessionType, Loop: LoopClose, Build: noBuild}); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
 func TestRegistryRegister(t *testing.T) {
+	step := func(k Kind) Kind {
+		k.In, k.Out, k.Build = stepType, stepType, noBuild
+		return k
+	}
 	tests := []struct {
 		name string
 		kind Kind
 		want error
 	}{
-		{"duplicate", Kind{Name: KindSample}, ErrDuplicateKind},
-		{"empty name", Kind{Name: ""}, ErrInvalid},
-		{"not lower_snake", Kind{Name: "DraftTree"}, ErrInvalid},
-		{"params not a pointer", Kind{Name: "x", NewParams: func() any { return beamParams{} }}, ErrInvalid},
-		{"params nil", Kind{Name: "x", NewParams: func() any { return nil }}, ErrInvalid},
-		{"new kind", Kind{Name: "draft_tree"}, nil},
+		{"duplicate", step(Kind{Name: KindSample}), ErrDuplicateKind},
+		{"empty name", step(Kind{Name: ""}), ErrInvalid},
+		{"not lower_snake", step(Kind{Name: "DraftTree"}), ErrInvalid},
+		{"params not a pointer", step(Kind{Name: "x", NewParams: func() any { return beamParams{} }}), ErrInvalid},
+		{"params nil", step(Kind{Name: "x", NewParams: func() any { return nil }}), ErrInvalid},
+		{"no ports", Kind{Name: "x", Build: noBuild}, ErrInvalid},
+		{"no builder", Kind{Name: "x", In: stepType, Out: stepType}, ErrInvalid},
+		{"bad loop role", step(Kind{Name: "x", Loop: 7}), ErrInvalid},
+		{"new kind", step(Kind{Name: "draft_tree"}), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,68 +79,53 @@ func TestRegistryRegister(t *testing.T) {
 
 func TestRegistryZeroValue(t *testing.T) {
 	var r Registry
-	if err := r.Register(Kind{Name: "only"}); err != nil {
-		t.Fatal(err)
+	for _, k := range []Kind{
+		{Name: "open", In: RequestType, Out: stepType, Loop: LoopOpen, Build: noBuild},
+		{Name: "close", In: stepType, Out: ResultType, Loop: LoopClose, Build: noBuild},
+	} {
+		if err := r.Register(k); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := r.RegisterChain(Chain{Name: "c", Kinds: []string{"only"}}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := r.Parse([]byte("name = \"z\"\n[[stage]]\nid = \"o\"\nkind = \"only\"\n"), "z.toml")
+	p, err := r.Parse([]byte("name = \"z\"\n[[stage]]\nid = \"o\"\nkind = \"open\"\n[[stage]]\nid = \"c\"\nkind = \"close\"\n"), "z.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Chain != "c" || len(p.Stages) != 1 || p.Stages[0].Params != nil {
+	if p.Registry() != &r || len(p.Stages) != 2 || p.Stages[0].Params != nil {
 		t.Errorf("Parse = %+v", p)
 	}
-	if diff := cmp.Diff([]string{"only"}, r.Kinds()); diff != "" {
+	if diff := cmp.Diff([]string{"open", "close"}, r.Kinds()); diff != "" {
 		t.Errorf("Kinds (-want +got):\n%s", diff)
 	}
 }
 
-func TestRegistryRegisterChain(t *testing.T) {
-	tests := []struct {
-		name  string
-		chain Chain
-		want  error
-	}{
-		{"unregistered kind", Chain{Name: "spec", Kinds: []string{KindTokenize, "verify"}}, ErrUnknownKind},
-		{"kind twice", Chain{Name: "x", Kinds: []string{KindHead, KindHead}}, ErrInvalid},
-		{"duplicate name", Chain{Name: ChainSample, Kinds: []string{KindHead}}, ErrDuplicateKind},
-		{"empty", Chain{Name: "e"}, ErrInvalid},
-		{"ok", Chain{Name: "short", Kinds: []string{KindTokenize, KindDetokenize}}, nil},
+func TestBuiltinKinds(t *testing.T) {
+	want := []string{"tokenize session.Request → *session.Session none",
+		"scheduler *session.Session → *sched.Step opens the loop",
+		"embed *sched.Step → *sched.Step none",
+		"transformer_layers *sched.Step → *sched.Step none",
+		"head *sched.Step → *sched.Step none",
+		"sample *sched.Step → *session.Session closes the loop",
+		"detokenize *session.Session → stages.Result none"}
+	var got []string
+	for _, n := range Builtin().Kinds() {
+		k, _ := Default.Lookup(n)
+		got = append(got, fmt.Sprintf("%s %v → %v %v", n, k.In, k.Out, k.Loop))
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := Builtin().RegisterChain(tc.chain)
-			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-				t.Errorf("RegisterChain = %v, want %v", err, tc.want)
-			}
-		})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
 }
 
-func TestRegistryChains(t *testing.T) {
-	r := Builtin()
-	cs := r.Chains()
-	cs[0].Kinds[0] = "mutated"
-	if got := r.Chains()[0].Kinds[0]; got != KindTokenize {
-		t.Errorf("Chains returned shared storage: first kind now %q", got)
-	}
-	want := []string{KindTokenize, KindScheduler, KindEmbed, KindTransformerLayers, KindHead, KindSample, KindDetokenize}
-	if diff := cmp.Diff(want, r.Kinds()); diff != "" {
-		t.Errorf("Kinds (-want +got):\n%s", diff)
-	}
-}
-
-func TestSecondChain(t *testing.T) {
+func TestNewKind(t *testing.T) {
 	r := beamRegistry(t)
 	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"\n  [stage.params]\n  beams = 8")
 	p, err := r.Parse([]byte(src), "beam.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Chain != "beam" {
-		t.Errorf("Chain = %q, want beam", p.Chain)
+	if p.Registry() != r {
+		t.Error("the pipeline does not remember its registry")
 	}
 	if diff := cmp.Diff(&beamParams{Beams: 8, Return: 1}, p.Stages[5].Params); diff != "" {
 		t.Errorf("beam params (-want +got):\n%s", diff)
@@ -140,24 +134,22 @@ func TestSecondChain(t *testing.T) {
 	if _, err := Parse([]byte(src), "beam.toml"); !errors.Is(err, ErrUnknownKind) {
 		t.Errorf("Default.Parse = %v, want ErrUnknownKind", err)
 	}
-	// The sample chain still works in the extended registry.
-	if p, err := r.Parse([]byte(baseTOML), "base.toml"); err != nil || p.Chain != ChainSample {
-		t.Errorf("base with beam registry: %v, chain %q", err, p.Chain)
+	// The built-in chain still works in the extended registry.
+	if _, err := r.Parse([]byte(baseTOML), "base.toml"); err != nil {
+		t.Errorf("base with beam registry: %v", err)
 	}
 }
 
-func TestSecondChainErrors(t *testing.T) {
+func TestNewKindErrors(t *testing.T) {
 	r := beamRegistry(t)
 	t.Run("both sample and beam", func(t *testing.T) {
-		src := edit(t, `kind = "detokenize"`, "kind = \"detokenize\"\n\n[[stage]]\nid = \"b\"\nkind = \"beam\"")
+		src := edit(t, "[[stage]]\nid   = \"detok\"", "[[stage]]\nid = \"b\"\nkind = \"beam\"\n\n[[stage]]\nid   = \"detok\"")
 		_, err := r.Parse([]byte(src), "t.toml")
 		if !errors.Is(err, ErrStageOrder) {
 			t.Fatalf("err = %v, want ErrStageOrder", err)
 		}
-		want := `pipelines: t.toml:33: stage "b": kind "beam" does not belong in chain "sample"; closest chain "sample": ` +
-			`want exactly one stage of each kind, in this order: tokenize → scheduler → embed → transformer_layers → head → sample → detokenize; ` +
-			`known chains: sample (tokenize → scheduler → embed → transformer_layers → head → sample → detokenize); ` +
-			`beam (tokenize → scheduler → embed → transformer_layers → head → beam → detokenize)`
+		want := `pipelines: t.toml:29: stage "b": kind "beam" takes *sched.Step, but the stage before it, "samp" (kind "sample", line 23), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"` + "\n" +
+			`pipelines: t.toml:29: stage "b": kind "beam" closes the decode loop, but stage "samp" (kind "sample", line 23) closed it already; a pipeline has one loop`
 		if diff := cmp.Diff(want, err.Error()); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
@@ -230,13 +222,10 @@ func TestPrimitiveParamsField(t *testing.T) {
 		Draft toml.Primitive `toml:"draft"`
 	}
 	r := Builtin()
-	if err := r.Register(Kind{Name: "raw", NewParams: func() any { return &rawParams{} }}); err != nil {
+	if err := r.Register(Kind{Name: "raw", NewParams: func() any { return &rawParams{} }, In: stepType, Out: stepType, Build: noBuild}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.RegisterChain(Chain{Name: "raw", Kinds: []string{"raw"}}); err != nil {
-		t.Fatal(err)
-	}
-	src := "name = \"r\"\n[[stage]]\nid = \"x\"\nkind = \"raw\"\n[stage.params.draft]\nanything = 1\n"
+	src := edit(t, "[[stage]]\nid   = \"head\"", "[[stage]]\nid = \"x\"\nkind = \"raw\"\n[stage.params.draft]\nanything = 1\n\n[[stage]]\nid   = \"head\"")
 	if _, err := r.Parse([]byte(src), "r.toml"); err != nil {
 		t.Errorf("Parse = %v", err)
 	}

@@ -240,8 +240,10 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	if !strings.Contains(out, "sample") {
-		t.Fatalf("validate output: %s", out)
+	for _, want := range []string{"sample", "*session.Session → *sched.Step", "closes", "decode loop: scheduler opens it; sample closes it"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("validate output lacks %q: %s", want, out)
+		}
 	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	os.WriteFile(bad, []byte(strings.Replace(readFile(t, p), "top_k", "top_kk", 1)), 0o644)

@@ -1,0 +1,60 @@
+package sluice_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// TestGraphShape pins the nodes Build makes for the built-in chain: their
+// names (bench stats and logs key on them), kinds, workers and capacities.
+func TestGraphShape(t *testing.T) {
+	l := synthModel(t, 1, tensor.F32)
+	tests := []struct {
+		name string
+		edit func(*pipelines.Pipeline)
+		want []string
+	}{
+		{"greedy", func(*pipelines.Pipeline) {}, []string{
+			"requests source 1/1", "tokenize then 1/1", "scheduler.admit then 1/1", "decode.enter loop.enter 1/1",
+			"scheduler then 1/1", "live split 1/2", "decode.exit loop.exit 1/1", "end sink 1/0",
+			"embed then 1/1", "layers.00-01 then 1/1", "head then 1/1", "sample then 1/1",
+			"scheduler.retired source 1/1", "detokenize then 1/1", "results sink 1/0",
+		}},
+		{"one block a stage, buffers and workers", func(p *pipelines.Pipeline) {
+			for i := range p.Stages {
+				s := &p.Stages[i]
+				s.Buffer = i + 2
+				if s.Kind == pipelines.KindTokenize || s.Kind == pipelines.KindDetokenize {
+					s.Workers = 3
+				}
+				if lp, ok := s.Params.(*pipelines.TransformerLayersParams); ok {
+					lp.BlocksPerStage = 1
+				}
+			}
+		}, []string{
+			"requests source 1/1", "tokenize then 3/2", "scheduler.admit then 1/1", "decode.enter loop.enter 1/1",
+			"scheduler then 1/1", "live split 1/2", "decode.exit loop.exit 1/1", "end sink 1/0",
+			"embed then 1/4", "layers.00 then 1/5", "layers.01 then 1/5", "head then 1/6", "sample then 1/1",
+			"scheduler.retired source 1/1", "detokenize then 3/8", "results sink 1/0",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pipelines.Greedy()
+			tc.edit(p)
+			e := engine(t, l, p)
+			var got []string
+			for _, s := range e.NodeStats() {
+				got = append(got, fmt.Sprintf("%s %s %d/%d", s.Name, s.Kind, s.Workers, s.Capacity))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s\n%s", diff, strings.Join(got, "\n"))
+			}
+		})
+	}
+}
