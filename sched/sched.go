@@ -407,6 +407,13 @@ func (s *Scheduler) Finish(st *Step) {
 	}
 	vocab := s.vocab
 	b := st.State.Batch
+	if len(st.State.Logits) < len(b.Outputs)*vocab {
+		// A pipeline without a head stage, or one that dropped the logits.
+		for _, sp := range st.Spans {
+			sp.S.Fail(fmt.Errorf("sched: request %s: the step reached sampling with %d logits for %d output rows of %d: is there a head stage?", sp.S.Req.ID, len(st.State.Logits), len(b.Outputs), vocab))
+		}
+		return
+	}
 	for _, sp := range st.Spans {
 		q := sp.S
 		q.Cached += sp.Len
