@@ -336,6 +336,7 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 	}
 	b := st.State.Batch
 	b.Reset()
+	st.State.Logits = st.State.Logits[:0] // the head writes this step's
 	// One LoRA adapter per pass: the oldest session's.
 	adapter := live[0].Req.Adapter
 	budget := s.o.MaxBatchTokens
