@@ -310,9 +310,11 @@ func TestTimeoutOne(t *testing.T) {
 	p := pipeline(t, 0, 2, 16, 0)
 	p.Scheduler().StopAtEOS = false
 	e := engine(t, l, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	slow, err := e.Generate(ctx, sluice.Request{ID: "slow", Prompt: "a"})
+	// The hook stalls the engine (hooks must not block; here it is the point),
+	// so the deadline passes long before the context fills.
+	slow, err := e.Generate(ctx, sluice.Request{ID: "slow", Prompt: "a", OnToken: func(int32, string) { time.Sleep(2 * time.Millisecond) }})
 	if err != nil {
 		t.Fatal(err)
 	}
