@@ -53,8 +53,8 @@ func TestBuildChecksKinds(t *testing.T) {
 		}
 	}
 	// x, of the kind under test, replaces tokenize, or tokenize and the scheduler.
-	afterTok := []Stage{{ID: "sc", Kind: KindScheduler, Params: DefaultSchedulerParams()}}
-	rest := []Stage{{ID: "s", Kind: KindSample, Params: DefaultSampleParams()}, {ID: "d", Kind: KindDetokenize}}
+	afterTok := []StageSpec{{ID: "sc", Kind: KindScheduler, Params: DefaultSchedulerParams()}}
+	rest := []StageSpec{{ID: "s", Kind: KindSample, Params: DefaultSampleParams()}, {ID: "d", Kind: KindDetokenize}}
 	tests := []struct {
 		name string
 		kind Kind
@@ -71,7 +71,7 @@ func TestBuildChecksKinds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Builtin()
 			r.MustRegister(tc.kind)
-			p := &Pipeline{Source: "k.toml", reg: r, Stages: []Stage{{ID: "x", Kind: "k"}}}
+			p := &Pipeline{Source: "k.toml", reg: r, Stages: []StageSpec{{ID: "x", Kind: "k"}}}
 			if tc.kind.Out == sessionType {
 				p.Stages = append(p.Stages, afterTok...)
 			}

@@ -39,7 +39,7 @@ func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintf(w, "stages (%v → %v):\n", RequestType, ResultType)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tid\tkind\tin → out\tloop\tbuffer\tworkers\tparams")
-	var opener, closer *Stage
+	var opener, closer *StageSpec
 	var inside []string
 	for i := range p.Stages {
 		s := &p.Stages[i]

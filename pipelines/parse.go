@@ -340,7 +340,7 @@ func (l *loader) model(prim toml.Primitive) ModelSpec {
 }
 
 // stages decodes every [[stage]]; raw is the generic value of "stage".
-func (l *loader) stages(raw any, prim toml.Primitive) []Stage {
+func (l *loader) stages(raw any, prim toml.Primitive) []StageSpec {
 	if raw == nil {
 		return nil
 	}
@@ -364,7 +364,7 @@ func (l *loader) stages(raw any, prim toml.Primitive) []Stage {
 		l.add(&Error{Kind: ErrInvalid, Cause: err, Msg: "stage: want an array of tables, written [[stage]]"})
 		return nil
 	}
-	out := make([]Stage, len(elems))
+	out := make([]StageSpec, len(elems))
 	firstByID := map[string]int{}
 	for i := range elems {
 		out[i] = l.stage(i, len(elems), elems[i], prims[i])
@@ -427,8 +427,8 @@ func (c *stageCtx) decode(prim toml.Primitive, sub []string, dst any) bool {
 	return true
 }
 
-func (l *loader) stage(n, total int, raw map[string]any, prim toml.Primitive) Stage {
-	st := Stage{Buffer: 1, Workers: 1, Line: l.ix.stageHeader(n, total)}
+func (l *loader) stage(n, total int, raw map[string]any, prim toml.Primitive) StageSpec {
+	st := StageSpec{Buffer: 1, Workers: 1, Line: l.ix.stageHeader(n, total)}
 	c := &stageCtx{l: l, n: n, total: total, label: fmt.Sprintf("stage #%d: ", n+1)}
 	var f stageTOML
 	if !c.decode(prim, nil, &f) {
@@ -539,9 +539,9 @@ func (l *loader) unknownKey(stage string, line int, path []string) {
 // takes what the one before it gives, the last gives ResultType, and one
 // stage opens the decode loop before another closes it. Build runs it too,
 // for pipelines edited after parsing.
-func (r *Registry) wiring(ss []Stage) []*Error {
+func (r *Registry) wiring(ss []StageSpec) []*Error {
 	var errs []*Error
-	add := func(s *Stage, format string, args ...any) {
+	add := func(s *StageSpec, format string, args ...any) {
 		e := &Error{Kind: ErrStageOrder, Msg: fmt.Sprintf(format, args...)}
 		if s != nil {
 			e.Line, e.Stage = s.Line, s.ID
@@ -553,7 +553,7 @@ func (r *Registry) wiring(ss []Stage) []*Error {
 		add(nil, "no [[stage]] entries; want stages from %v to %v that open and close the decode loop, as in the greedy preset", RequestType, ResultType)
 		return errs
 	}
-	var prev, opener, closer *Stage
+	var prev, opener, closer *StageSpec
 	out := RequestType
 	for i := range ss {
 		s := &ss[i]

@@ -75,7 +75,7 @@ func TestParseBase(t *testing.T) {
 	want := &Pipeline{
 		Name:   "t",
 		Source: "base.toml",
-		Stages: []Stage{
+		Stages: []StageSpec{
 			{ID: "tok", Kind: KindTokenize, Buffer: 1, Workers: 1, Params: DefaultTokenizeParams(), Line: 3},
 			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Params: DefaultSchedulerParams(), Line: 7},
 			{ID: "embed", Kind: KindEmbed, Buffer: 1, Workers: 1, Line: 11},
@@ -155,7 +155,7 @@ kind = "detokenize"
 	want := &Pipeline{
 		Name: "full", Description: "every key set", Timeout: 90 * time.Second, Source: "full.toml",
 		Model: ModelSpec{Path: "m/x.gguf", Tokenizer: "tok512.bin", Tier: TierRAM, Threads: 2, Context: 512, PageTokens: 32},
-		Stages: []Stage{
+		Stages: []StageSpec{
 			{ID: "tok", Kind: KindTokenize, Buffer: 3, Workers: 2, Params: &TokenizeParams{AddBOS: false}, Line: 13},
 			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Line: 21,
 				Params: &SchedulerParams{MaxInFlight: 8, PrefillChunk: 16, MaxNewTokens: 0, StopAtEOS: false}},

@@ -107,8 +107,8 @@ type Pipeline struct {
 	Description string
 	Timeout     time.Duration // per request; 0 = none
 	Model       ModelSpec
-	Stages      []Stage // in file order, which is the order of the chain
-	Source      string  // file path, or "<preset greedy>"
+	Stages      []StageSpec // in file order, which is the order of the chain
+	Source      string      // file path, or "<preset greedy>"
 
 	reg *Registry // the registry that parsed it; nil = Default
 }
@@ -151,8 +151,9 @@ const (
 	TierAuto = "auto"
 )
 
-// Stage is one [[stage]] entry.
-type Stage struct {
+// StageSpec is one [[stage]] entry: what the file says of a stage (graph.Stage
+// is the running thing a kind builds from it).
+type StageSpec struct {
 	ID      string // unique within the pipeline
 	Kind    string // a registered kind, e.g. "sample"
 	Buffer  int    // capacity of the stage's output channel, ≥ 1 (default 1)
@@ -166,7 +167,7 @@ type Stage struct {
 }
 
 // StageOfKind returns the first stage of the given kind.
-func (p *Pipeline) StageOfKind(kind string) (*Stage, bool) {
+func (p *Pipeline) StageOfKind(kind string) (*StageSpec, bool) {
 	for i := range p.Stages {
 		if p.Stages[i].Kind == kind {
 			return &p.Stages[i], true

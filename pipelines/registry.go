@@ -88,7 +88,7 @@ type BuildContext struct {
 	Logger zerolog.Logger
 	// Stage is the stage being built: ID, Buffer, Workers and the Params
 	// its kind's NewParams made.
-	Stage *Stage
+	Stage *StageSpec
 	// In is the previous stage's output (for the first stage, the requests).
 	In graph.AnyPort
 
@@ -99,7 +99,7 @@ type BuildContext struct {
 // it, one turn per forward pass.
 type DecodeLoop struct {
 	Steps  *graph.Loop[*sched.Step]
-	Opener *Stage // the stage that opened it
+	Opener *StageSpec // the stage that opened it
 	after  func() graph.AnyPort
 	closed bool
 }
