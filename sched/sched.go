@@ -71,6 +71,14 @@ type Span struct {
 	Start, Len int // batch rows [Start, Start+Len)
 	Out        int // index of its first output row in Batch.Outputs; -1 = none
 	NOut       int // its output rows
+	// Keep and Accept are set by a verifier (speculative decoding) for a
+	// span whose rows are a root and draft-tree nodes: once the pass has
+	// ended, Keep (ascending batch rows, the root first) is committed to the
+	// KV cache and every other row of the span dropped, and the session
+	// takes the Accept tokens in order, its stop rules applying to each.
+	// With Keep nil the session is handed its logits and samples itself.
+	Keep   []int32
+	Accept []int32
 }
 
 // Step is one forward pass: the batch, the model's activations for it and
@@ -84,6 +92,9 @@ type Step struct {
 	// Err is set by a stage whose work on the step failed; Finish then fails
 	// every session of the step instead of sampling.
 	Err error
+	// Room is how many more rows a drafter may add to the batch before
+	// Reserve (max_batch_tokens less the rows Plan chose).
+	Room int
 }
 
 // NewStep returns an empty step.
@@ -367,21 +378,36 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 			add(q, min(q.Pending(), s.o.PrefillChunk, budget))
 		}
 	}
+	st.State.Adapter = adapter
+	st.Room = budget
+	return true
+}
+
+// Reserve takes the step's KV-cache pass: every row of the batch gets its
+// slot. It runs after Plan and after any stage that adds rows (a drafter's
+// tree), at the model's door (the embed stage). A batch the cache cannot take
+// fails the step's sessions (Err is set), not the engine.
+func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
+	if st.State.KV != nil || st.Err != nil {
+		return nil
+	}
+	b := st.State.Batch
 	pass, err := s.KV.Begin(ctx, b)
 	if err != nil {
-		// The cache is sized for MaxSeqs full contexts, so this is a bug or a
-		// cancelled run; fail the step's sessions rather than the engine.
-		for _, sp := range st.Spans {
-			sp.S.Fail(fmt.Errorf("sched: request %s: %w", sp.S.Req.ID, err))
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		st.Spans = st.Spans[:0]
-		return false
+		// The cache is sized for MaxSeqs full contexts, so this is a bug or
+		// a tree too large; fail the step's sessions rather than the engine.
+		st.Err = fmt.Errorf("sched: %w", err)
+		return nil
 	}
 	st.State.KV, st.State.Mask = pass, pass.Mask()
-	st.State.Adapter = adapter
+	s.mu.Lock()
 	s.steps++
 	s.rows += int64(b.Len())
-	return true
+	s.mu.Unlock()
+	return nil
 }
 
 // Finish ends the step's pass: the rows become cached history, each session
@@ -390,14 +416,16 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 func (s *Scheduler) Finish(st *Step) {
 	kv := st.State.KV
 	st.State.KV, st.State.Mask = nil, nil
-	if kv == nil {
+	if st.Err != nil {
+		if kv != nil {
+			kv.Abort()
+		}
+		for _, sp := range st.Spans {
+			sp.S.Fail(fmt.Errorf("request %s: %w", sp.S.Req.ID, st.Err))
+		}
 		return
 	}
-	if st.Err != nil {
-		kv.Abort()
-		for _, sp := range st.Spans {
-			sp.S.Fail(st.Err)
-		}
+	if kv == nil {
 		return
 	}
 	if err := kv.End(); err != nil {
@@ -417,6 +445,10 @@ func (s *Scheduler) Finish(st *Step) {
 	}
 	for _, sp := range st.Spans {
 		q := sp.S
+		if sp.Keep != nil {
+			s.accept(sp)
+			continue
+		}
 		q.Cached += sp.Len
 		for j := sp.Out; j >= 0 && j < sp.Out+sp.NOut; j++ {
 			pos := b.Positions[b.Outputs[j]]
@@ -424,6 +456,22 @@ func (s *Scheduler) Finish(st *Step) {
 				q.Fail(err)
 				break
 			}
+		}
+	}
+}
+
+// accept commits a verified span's kept rows and hands its session the
+// accepted tokens.
+func (s *Scheduler) accept(sp Span) {
+	q := sp.S
+	if err := s.KV.Commit(q.KV, sp.Keep); err != nil {
+		q.Fail(fmt.Errorf("sched: request %s: commit of %d verified rows: %w", q.Req.ID, len(sp.Keep), err))
+		return
+	}
+	q.Cached += len(sp.Keep)
+	for _, t := range sp.Accept {
+		if q.Accept(t) {
+			return
 		}
 	}
 }

@@ -205,18 +205,37 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 	if int(pos) != len(s.Tokens)-1 {
 		return nil // a prompt position (AllLogits)
 	}
-	if s.FirstToken.IsZero() {
-		s.FirstToken = time.Now()
-	}
-	t := uint64(len(s.Tokens))
-	next, err := s.sampler.Next(logits, s.Tokens, s.Req.Index, t, &s.scratch)
+	next, err := s.Sample(logits, s.Tokens)
 	if err != nil {
 		return fmt.Errorf("request %s: position %d: %w", s.Req.ID, pos, err)
+	}
+	s.Accept(next)
+	return nil
+}
+
+// Sample picks the token that follows history (the tokens up to and
+// including the one the logits were computed at) from the request's
+// sampler, with the uniform keyed by (seed, request, len(history)): the
+// draw plain decoding makes at that position, so a verifier that calls it
+// along a draft tree emits exactly the tokens plain decoding would.
+func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
+	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), &s.scratch)
+}
+
+// Accept appends a sampled token, streams its text and applies the stop
+// rules; it reports whether the session is now finished (a stop token is
+// not appended).
+func (s *Session) Accept(next int32) (done bool) {
+	if s.Done() {
+		return true
+	}
+	if s.FirstToken.IsZero() {
+		s.FirstToken = time.Now()
 	}
 	if !s.noStop && (next == s.tok.EOS() || next == s.tok.BOS()) {
 		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
 		s.end(FinishStop)
-		return nil
+		return true
 	}
 	s.Tokens = append(s.Tokens, next)
 	piece := s.dec.Next(next)
@@ -229,8 +248,14 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 	if (s.maxNew > 0 && s.Generated() >= s.maxNew) || len(s.Tokens) > s.context {
 		s.end(FinishLength)
 	}
-	return nil
+	return s.Done()
 }
+
+// Sampler is the request's sampler (a verifier needs its options).
+func (s *Session) Sampler() *sample.Sampler { return s.sampler }
+
+// Context is the KV slots the session may fill.
+func (s *Session) Context() int { return s.context }
 
 // Cancel ends s with finish reason cancelled (unless it is done already).
 func (s *Session) Cancel(cause error) {

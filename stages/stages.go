@@ -101,6 +101,10 @@ func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], 
 type Embed struct{ E *Env }
 
 func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	// The model's door: every stage that adds rows (a drafter) has run.
+	if err := s.E.Sched.Reserve(ctx, st); err != nil {
+		return err
+	}
 	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
 
