@@ -51,6 +51,10 @@ func (r *Registry) Load(path string) (*Pipeline, error) {
 	dir := filepath.Dir(path)
 	p.Model.Path = resolve(dir, p.Model.Path)
 	p.Model.Tokenizer = resolve(dir, p.Model.Tokenizer)
+	if p.Draft != nil {
+		p.Draft.Path = resolve(dir, p.Draft.Path)
+		p.Draft.Tokenizer = resolve(dir, p.Draft.Tokenizer)
+	}
 	return p, nil
 }
 
@@ -81,6 +85,7 @@ type fileTOML struct {
 	Description toml.Primitive `toml:"description"`
 	Timeout     toml.Primitive `toml:"timeout"`
 	Model       toml.Primitive `toml:"model"`
+	Draft       toml.Primitive `toml:"draft"`
 	Stage       toml.Primitive `toml:"stage"`
 }
 
@@ -170,9 +175,9 @@ func (l *loader) parse() *Pipeline {
 	for _, k := range sortedKeys(raw) {
 		switch k {
 		case "name", "description", "timeout", "stage":
-		case "model":
+		case "model", "draft":
 			if m, ok := raw[k].(map[string]any); ok {
-				for _, path := range unknownKeys([]string{"model"}, m, reflect.TypeFor[modelTOML]()) {
+				for _, path := range unknownKeys([]string{k}, m, reflect.TypeFor[modelTOML]()) {
 					l.unknownKey("", l.ix.keyLine(path), path)
 				}
 			}
@@ -193,7 +198,11 @@ func (l *loader) parse() *Pipeline {
 		p.Timeout = l.timeout(top.Timeout)
 	}
 	if _, ok := raw["model"]; ok {
-		p.Model = l.model(top.Model)
+		p.Model = l.model("model", top.Model)
+	}
+	if _, ok := raw["draft"]; ok {
+		d := l.model("draft", top.Draft)
+		p.Draft = &d
 	}
 	p.Stages = l.stages(raw["stage"], top.Stage)
 	if len(l.errs) == 0 {
@@ -310,7 +319,8 @@ func (l *loader) timeout(prim toml.Primitive) time.Duration {
 	}
 }
 
-func (l *loader) model(prim toml.Primitive) ModelSpec {
+// model decodes the [model] or [draft] table (table names it).
+func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 	var m modelTOML
 	if err := l.md.PrimitiveDecode(prim, &m); err != nil {
 		key, line, msg := decodeErr(err)
@@ -321,7 +331,7 @@ func (l *loader) model(prim toml.Primitive) ModelSpec {
 		return ModelSpec{}
 	}
 	bad := func(key, msg string) {
-		l.add(&Error{Line: l.ix.keyLine([]string{"model", key}), Kind: ErrInvalid, Msg: "model." + key + ": " + msg})
+		l.add(&Error{Line: l.ix.keyLine([]string{table, key}), Kind: ErrInvalid, Msg: table + "." + key + ": " + msg})
 	}
 	switch m.Tier {
 	case "", TierMmap, TierRAM, TierAuto:
@@ -334,6 +344,14 @@ func (l *loader) model(prim toml.Primitive) ModelSpec {
 	}{{"threads", m.Threads}, {"context", m.Context}, {"page_tokens", m.PageTokens}} {
 		if f.v < 0 {
 			bad(f.key, fmt.Sprintf("%d is negative; want ≥ 0 (0 = default)", f.v))
+		}
+	}
+	if table == "draft" {
+		if m.Context != 0 {
+			bad("context", "the draft follows the target's context; set it in [model]")
+		}
+		if m.PageTokens != 0 {
+			bad("page_tokens", "the draft follows the target's KV page size; set it in [model]")
 		}
 	}
 	return ModelSpec(m)

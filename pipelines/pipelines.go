@@ -107,6 +107,10 @@ type Pipeline struct {
 	Description string
 	Timeout     time.Duration // per request; 0 = none
 	Model       ModelSpec
+	// Draft is the [draft] table: the draft model of speculative decoding
+	// (same keys as [model]; context and page_tokens follow [model]). nil
+	// when the file has none.
+	Draft *ModelSpec
 	Stages      []StageSpec // in file order, which is the order of the chain
 	Source      string      // file path, or "<preset greedy>"
 
