@@ -26,6 +26,7 @@ const (
 	EarlyStopNever
 )
 
+// String is HF's spelling of the mode: "false", "true" or "never".
 func (e EarlyStopping) String() string {
 	switch e {
 	case EarlyStopHeuristic:

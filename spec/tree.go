@@ -96,6 +96,17 @@ type Node struct {
 //	path, emitted, _ := t.Verify(next) // next samples with the target
 //	// kvcache CommitPath(path's slots); emitted[len-1] is the next root
 //
+// KV bookkeeping is the engine's. Draft cache: the first pass's row is the
+// root's token extending the draft's committed tail; every later row's
+// parent is the draft slot of its parent node (input.Batch.ParentSlot), so
+// only expanded nodes have draft slots. Target cache: the root row then the
+// Order rows, in one pass. After Verify, CommitPath the target slots of
+// path; in the draft cache CommitPath the longest prefix of path whose nodes
+// were expanded, and feed the draft the rest of emitted (except the last
+// token, the new root, which the next tree's first pass feeds) as plain
+// rows. Nodes pushed out of the budget may hold draft slots; CommitPath
+// drops them with the rest of the tree.
+//
 // A Tree is not safe for concurrent use.
 type Tree struct {
 	o        TreeOptions
@@ -142,7 +153,8 @@ func (t *Tree) Reset(root int32) {
 // Options returns the options t was built with.
 func (t *Tree) Options() TreeOptions { return t.o }
 
-// Node returns node id.
+// Node returns a copy of node id, for the engine to read its token, parent,
+// depth and score when it builds a batch.
 func (t *Tree) Node(id int32) Node { return t.nodes[id] }
 
 // Len is the number of live draft nodes (the root excluded), at most Budget.
