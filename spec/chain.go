@@ -59,8 +59,10 @@ type ChainScratch struct {
 
 // VerifyChain is speculative sampling over one chain of γ = len(draft)
 // proposals. q[i] is the draft's distribution that x_{i+1} = draft[i] was
-// sampled from and p[i] the target's at the same prefix; p has γ+1 entries,
-// the last after all proposals. Both must be the processed distributions
+// sampled from (the engine draws it as Draw(q[i], u(i, StreamDraft)), not
+// with Sampler.Next, whose stream 0 the bonus token uses) and p[i] the
+// target's at the same prefix; p has γ+1 entries, the last after all
+// proposals. Both must be the processed distributions
 // (sample.Sampler.Dist after penalty, temperature, top-k, top-p, min-p), as
 // Hugging Face assisted generation applies its logits processors to both
 // models; sparse or dense Dists are both accepted.
