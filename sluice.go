@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/stages"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// Setup runs after the model has loaded and before the engine starts
 	// (registering LoRA adapters, say); an error fails Open.
 	Setup func(*model.Loaded) error
+	// Draft is the draft model of speculative decoding, for New (Open loads
+	// the pipeline's [draft] itself). The engine closes it if Open loaded it.
+	Draft *model.Loaded
 }
 
 // Result is a finished request.
@@ -135,14 +139,48 @@ func Open(ctx context.Context, o Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	var draft *model.Loaded
+	if p.Draft != nil && p.Draft.Path != "" {
+		if draft, err = loadDraft(ctx, p, o, l); err != nil {
+			l.Close()
+			return nil, err
+		}
+		o.Draft = draft
+	}
 	o.Pipeline = p
 	e, err := New(l, o)
 	if err != nil {
 		l.Close()
+		if draft != nil {
+			draft.Close()
+		}
 		return nil, err
 	}
 	e.owned = true
 	return e, nil
+}
+
+// loadDraft opens the [draft] model and checks its vocabulary against the
+// target's.
+func loadDraft(ctx context.Context, p *pipelines.Pipeline, o Options, target *model.Loaded) (*model.Loaded, error) {
+	d := p.Draft
+	tier, err := offload.ParseTier(d.Tier)
+	if err != nil {
+		return nil, err
+	}
+	threads := d.Threads
+	if threads == 0 {
+		threads = p.Model.Threads
+	}
+	l, err := model.Load(ctx, model.LoadOptions{Path: d.Path, Tokenizer: d.Tokenizer, Tier: tier, Threads: threads, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: draft: %w", err)
+	}
+	if err := speculate.CheckVocab(target, l); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 func pipelineOf(o Options) (*pipelines.Pipeline, error) {
@@ -194,7 +232,7 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		loaded: l, pipe: p, log: o.Logger,
-		env:  &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess},
+		env:  &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft},
 		reqs: make(chan session.Request),
 		quit: make(chan struct{}),
 		ran:  make(chan error, 1),
@@ -361,8 +399,21 @@ func (e *Engine) Close() error {
 		if cerr := e.loaded.Close(); err == nil {
 			err = cerr
 		}
+		if e.env.Draft != nil {
+			if cerr := e.env.Draft.Close(); err == nil {
+				err = cerr
+			}
+		}
 	}
 	return err
+}
+
+// SpecStats is what speculative decoding did (zero without a draft_tree stage).
+func (e *Engine) SpecStats() speculate.Stats {
+	if e.env.Spec == nil {
+		return speculate.Stats{}
+	}
+	return e.env.Spec.Stats()
 }
 
 func (e *Engine) beginClose() {

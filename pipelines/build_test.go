@@ -91,7 +91,7 @@ func TestBuildUnknownKind(t *testing.T) {
 	p := Greedy()
 	p.Stages[5].Kind = "beam"
 	_, err := Build(p, buildOpts())
-	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "beam"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize"`
+	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "beam"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify"`
 	if !errors.Is(err, ErrUnknownKind) || err.Error() != want {
 		t.Errorf("Build = %v\nwant %s", err, want)
 	}

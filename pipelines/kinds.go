@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/stages"
 )
 
@@ -20,6 +21,8 @@ const (
 	KindHead              = "head"
 	KindSample            = "sample"
 	KindDetokenize        = "detokenize"
+	KindDraftTree         = "draft_tree"
+	KindVerify            = "verify"
 )
 
 var (
@@ -55,6 +58,11 @@ func Builtin() *Registry {
 			In:        stepType, Out: sessionType, Loop: LoopClose, Build: buildSample},
 		{Name: KindDetokenize, Doc: "token ids to text",
 			In: sessionType, Out: ResultType, Build: buildDetokenize},
+		{Name: KindDraftTree, Doc: "speculative decoding: grows each generating sequence's draft (SpecExec tree, chain or prompt lookup) into the batch; before embed",
+			NewParams: func() any { return DefaultDraftTreeParams() },
+			In:        stepType, Out: stepType, Build: buildDraftTree},
+		{Name: KindVerify, Doc: "speculative decoding: verifies the drafts against the target's logits; after head",
+			In: stepType, Out: stepType, Build: buildVerify},
 	} {
 		r.MustRegister(k)
 	}
@@ -150,4 +158,29 @@ func buildSample(b *BuildContext) (graph.AnyPort, error) {
 func buildDetokenize(b *BuildContext) (graph.AnyPort, error) {
 	s := graph.Erase[*session.Session, stages.Result](&stages.Detokenize{E: b.Env})
 	return graph.ThenAny(b.Stage.ID, b.In, s, b.Options()...)
+}
+
+// buildDraftTree makes the speculation runner over the engine's draft model
+// and its stage; verify finds the runner in the Env.
+func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
+	dp, err := paramsOf[DraftTreeParams](b)
+	if err != nil {
+		return graph.AnyPort{}, err
+	}
+	so := b.Env.Sched.Options()
+	o := dp.Options()
+	o.MaxSeqs, o.Context, o.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
+	r, err := speculate.New(b.Env.Draft, o)
+	if err != nil {
+		return graph.AnyPort{}, err
+	}
+	b.Env.Spec = r
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.DraftTree{R: r}), graph.Buffer(b.Stage.Buffer))
+}
+
+func buildVerify(b *BuildContext) (graph.AnyPort, error) {
+	if b.Env.Spec == nil {
+		return graph.AnyPort{}, fmt.Errorf("verify needs a draft_tree stage before it")
+	}
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Verify{R: b.Env.Spec}), graph.Buffer(b.Stage.Buffer))
 }

@@ -3,6 +3,9 @@ package pipelines
 import (
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/spec"
+	"github.com/sluicehq/sluice/speculate"
 )
 
 // ParamError reports one bad params value. A params Validate method returns
@@ -196,4 +199,68 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// DraftTreeParams configures speculative decoding (the draft_tree stage).
+type DraftTreeParams struct {
+	// Mode is "specexec" (a draft tree, verified so the text is exactly
+	// plain decoding's), "chain" (draft_max tokens accepted by min(1, p/q):
+	// exact in distribution, identical under greedy) or "lookup" (draft_max
+	// tokens from an n-gram match over the prompt and output; no draft
+	// model). Default "specexec".
+	Mode string `toml:"mode"`
+	// Budget is the most tree nodes per sequence per step (SpecExec). ≥ 1, default 64.
+	Budget int `toml:"budget"`
+	// MaxDepth is the deepest tree node (SpecExec). ≥ 1, default 8.
+	MaxDepth int `toml:"max_depth"`
+	// Branch is the most children of one node (SpecExec). ≥ 1, default 8.
+	Branch int `toml:"branch"`
+	// MaxBeams is the most nodes expanded in one draft pass (SpecExec). ≥ 1, default 16.
+	MaxBeams int `toml:"max_beams"`
+	// Decay multiplies a node's probability per level (SpecExec), in (0, 1]. Default 1.
+	Decay float64 `toml:"decay"`
+	// DraftMax is γ, the tokens drafted per step (chain, lookup). ≥ 1, default 5.
+	DraftMax int `toml:"draft_max"`
+	// NgramMax and NgramMin bound the n-gram lookup matches (lookup).
+	// Defaults 3 and 1.
+	NgramMax int `toml:"ngram_max"`
+	NgramMin int `toml:"ngram_min"`
+}
+
+// DefaultDraftTreeParams returns the draft_tree defaults.
+func DefaultDraftTreeParams() *DraftTreeParams {
+	return &DraftTreeParams{Mode: "specexec", Budget: 64, MaxDepth: 8, Branch: 8, MaxBeams: 16, Decay: 1, DraftMax: 5, NgramMax: 3, NgramMin: 1}
+}
+
+// Validate checks the ranges documented on the fields.
+func (p *DraftTreeParams) Validate() error {
+	var mode error
+	switch p.Mode {
+	case "specexec", "chain", "lookup":
+	default:
+		mode = &ParamError{Key: "mode", Msg: fmt.Sprintf("%q is not a mode; want \"specexec\", \"chain\" or \"lookup\"", p.Mode)}
+	}
+	var decay error
+	if !(p.Decay > 0 && p.Decay <= 1) {
+		decay = &ParamError{Key: "decay", Msg: fmt.Sprintf("%g is not in (0, 1]", p.Decay)}
+	}
+	var ngram error
+	if p.NgramMin > p.NgramMax {
+		ngram = &ParamError{Key: "ngram_min", Msg: fmt.Sprintf("%d is greater than ngram_max = %d", p.NgramMin, p.NgramMax)}
+	}
+	return firstErr(mode,
+		atLeast("budget", p.Budget, 1), atLeast("max_depth", p.MaxDepth, 1),
+		atLeast("branch", p.Branch, 1), atLeast("max_beams", p.MaxBeams, 1),
+		decay, atLeast("draft_max", p.DraftMax, 1),
+		atLeast("ngram_max", p.NgramMax, 1), atLeast("ngram_min", p.NgramMin, 1), ngram)
+}
+
+// Options converts the params to the runner's.
+func (p *DraftTreeParams) Options() speculate.Options {
+	return speculate.Options{
+		Mode:     p.Mode,
+		Tree:     spec.TreeOptions{Budget: p.Budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay},
+		DraftMax: p.DraftMax,
+		Lookup:   spec.LookupOptions{MaxNgram: p.NgramMax, MinNgram: p.NgramMin},
+	}
 }

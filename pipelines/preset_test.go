@@ -8,7 +8,7 @@ import (
 )
 
 func TestPresets(t *testing.T) {
-	if diff := cmp.Diff([]string{"greedy", "sample"}, Presets()); diff != "" {
+	if diff := cmp.Diff([]string{"chain", "greedy", "sample", "specexec"}, Presets()); diff != "" {
 		t.Fatalf("Presets (-want +got):\n%s", diff)
 	}
 	tests := []struct {
@@ -54,7 +54,7 @@ func TestPresetUnknown(t *testing.T) {
 	if !errors.Is(err, ErrUnknownPreset) {
 		t.Fatalf("err = %v, want ErrUnknownPreset", err)
 	}
-	if want := `pipelines: preset "beam" is not one of "greedy", "sample": pipelines: unknown preset`; err.Error() != want {
+	if want := `pipelines: preset "beam" is not one of "chain", "greedy", "sample", "specexec": pipelines: unknown preset`; err.Error() != want {
 		t.Errorf("err = %q\nwant  %q", err, want)
 	}
 }

@@ -56,7 +56,7 @@ func TestRegistryRegister(t *testing.T) {
 		{"no ports", Kind{Name: "x", Build: noBuild}, ErrInvalid},
 		{"no builder", Kind{Name: "x", In: stepType, Out: stepType}, ErrInvalid},
 		{"bad loop role", step(Kind{Name: "x", Loop: 7}), ErrInvalid},
-		{"new kind", step(Kind{Name: "draft_tree"}), nil},
+		{"new kind", step(Kind{Name: "beam_search"}), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +106,9 @@ func TestBuiltinKinds(t *testing.T) {
 		"transformer_layers *sched.Step → *sched.Step none",
 		"head *sched.Step → *sched.Step none",
 		"sample *sched.Step → *session.Session closes the loop",
-		"detokenize *session.Session → stages.Result none"}
+		"detokenize *session.Session → stages.Result none",
+		"draft_tree *sched.Step → *sched.Step none",
+		"verify *sched.Step → *sched.Step none"}
 	var got []string
 	for _, n := range Builtin().Kinds() {
 		k, _ := Default.Lookup(n)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -23,6 +24,10 @@ type Env struct {
 	Tok     tokenizer.Tokenizer
 	Sched   *sched.Scheduler
 	Session session.Options
+	// Draft is the draft model of speculative decoding (nil: none); Spec is
+	// the runner the draft_tree stage builds over it and verify uses.
+	Draft *model.Loaded
+	Spec  *speculate.Runner
 }
 
 // Tokenize turns requests into sessions.
@@ -136,6 +141,31 @@ type Head struct{ E *Env }
 
 func (s *Head) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
 	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
+}
+
+// DraftTree grows the drafts of the step's generating sessions with the
+// draft model and adds their nodes to the batch, before the KV reservation.
+type DraftTree struct{ R *speculate.Runner }
+
+func (s *DraftTree) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	if st.State.KV != nil {
+		return fmt.Errorf("draft_tree runs after the step's KV reservation: put it before embed")
+	}
+	if err := s.R.Draft(ctx, st); err != nil {
+		return err
+	}
+	return emit(ctx, st)
+}
+
+// Verify checks the drafts against the target's logits and marks what the
+// scheduler keeps and accepts.
+type Verify struct{ R *speculate.Runner }
+
+func (s *Verify) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	if err := s.R.Verify(st); err != nil {
+		return err
+	}
+	return emit(ctx, st)
 }
 
 // Sample ends the pass: the KV rows become history, each session samples its
