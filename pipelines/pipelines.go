@@ -110,9 +110,9 @@ type Pipeline struct {
 	// Draft is the [draft] table: the draft model of speculative decoding
 	// (same keys as [model]; context and page_tokens follow [model]). nil
 	// when the file has none.
-	Draft *ModelSpec
-	Stages      []StageSpec // in file order, which is the order of the chain
-	Source      string      // file path, or "<preset greedy>"
+	Draft  *ModelSpec
+	Stages []StageSpec // in file order, which is the order of the chain
+	Source string      // file path, or "<preset greedy>"
 
 	reg *Registry // the registry that parsed it; nil = Default
 }
