@@ -24,3 +24,18 @@ func SetPoolSpin(d time.Duration) (restore func()) {
 	spinFor = d
 	return func() { spinFor = old }
 }
+
+// SetISA reselects every kernel as if SLUICE_ISA were name and returns a
+// func restoring the selection from the environment, and the Impl name now
+// in use. Not safe while kernels run.
+func SetISA(name string) (restore func(), err error) {
+	l, err := parseISA(name)
+	if err != nil {
+		return func() {}, err
+	}
+	setISA(l)
+	return func() { setISA(isaCap) }, nil
+}
+
+// ISACap is the cap SLUICE_ISA set ("avx512" when unset).
+func ISACap() string { return isaCap.String() }
