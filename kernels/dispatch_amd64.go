@@ -37,11 +37,16 @@ func selectMatrix(c isaLevel) {
 	switch {
 	case c >= isaAVX512 && cpuAVX512:
 		matF32Impl, matF16Impl, matBF16Impl = matF32Asm, matF16Asm, matBF16Asm
+		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
 		implName, level = "avx512", isaAVX512
 		if cpuVNNI {
 			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
 			implName = "avx512-vnni"
 		}
+	case c >= isaAVX2 && cpuAVX2:
+		matF32Impl, matF16Impl, matBF16Impl = matF32AVX2Asm, matF16AVX2Asm, matBF16AVX2Asm
+		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
+		implName, level = "avx2", isaAVX2
 	}
 }
 
