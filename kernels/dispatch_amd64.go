@@ -33,7 +33,11 @@ func selectMatrix(c isaLevel) {
 	matF32Impl, matF16Impl, matBF16Impl = matF32Generic, matF16Generic, matBF16Generic
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
+	quantizeBlocksImpl = quantizeBlocks
 	implName, level = "generic", isaGeneric
+	if c >= isaAVX2 && cpuAVX2 {
+		quantizeBlocksImpl = quantizeBlocksAVX2
+	}
 	switch {
 	case c >= isaAVX512 && cpuAVX512:
 		matF32Impl, matF16Impl, matBF16Impl = matF32Asm, matF16Asm, matBF16Asm
