@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -130,12 +129,6 @@ func scaleOverflows(raw []byte, dt tensor.DType, x []float32) bool {
 	return false
 }
 
-// rowsExact reports whether the row-wise kernels (attention, softmax,
-// SwiGLU) are the generic ones, bit-identical to ref: only a GOEXPERIMENT=simd
-// build replaces them (Impl ends in "+archsimd"); the matrix kernels may be
-// fast either way.
-func rowsExact() bool { return !strings.HasSuffix(kernels.Impl(), "+archsimd") }
-
 // requireMatRef checks a MatMul result against ref: bit for bit on the
 // generic kernels, within the tolerance above on a fast path.
 func requireMatRef(t *testing.T, what string, w kernels.Weight, x []float32, n int, want, got []float32) {
@@ -162,7 +155,7 @@ func requireMatRef(t *testing.T, what string, w kernels.Weight, x []float32, n i
 // float32 overflows depends on operation order); NaN must match NaN.
 func requireAttnRef(t *testing.T, what string, q []float32, rows int, kv kernels.KV, m *kernels.Mask, s kernels.AttnShape, want, got []float32) {
 	t.Helper()
-	if rowsExact() {
+	if kernels.AttentionExact() {
 		requireSame(t, what, want, got)
 		return
 	}

@@ -1,6 +1,9 @@
 package kernels
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Test hooks for the external test package (kernels_test imports kernels/ref,
 // which imports kernels, so the comparison tests cannot live in package kernels).
@@ -39,3 +42,12 @@ func SetISA(name string) (restore func(), err error) {
 
 // ISACap is the cap SLUICE_ISA set ("avx512" when unset).
 func ISACap() string { return isaCap.String() }
+
+// AttentionExact reports whether Attention runs the generic kernel,
+// bit-identical to ref (else a fast one, within requireAttnRef's tolerance).
+func AttentionExact() bool {
+	return fmt.Sprintf("%p", attentionImpl) == fmt.Sprintf("%p", attentionGeneric)
+}
+
+// SwiGLUExact reports whether SwiGLU runs the generic kernel.
+func SwiGLUExact() bool { return fmt.Sprintf("%p", swiGLUImpl) == fmt.Sprintf("%p", swiGLUGeneric) }
