@@ -6,7 +6,7 @@ SHARED  ?= ../shared/models
 BIN     := bin/sluice
 export GOFLAGS ?= -trimpath
 
-.PHONY: all build demo test test-purego test-simd test-race test-all fuzz bench golden lint fmt fmt-check vet tidy-check ci clean
+.PHONY: all build demo test test-purego test-simd test-kernels test-race test-all fuzz bench golden lint fmt fmt-check vet tidy-check ci clean
 
 all: lint test-all
 
@@ -36,11 +36,23 @@ test-purego:
 test-simd:
 	GOEXPERIMENT=simd $(GO) test -count=1 $(PKGS)
 
+# test-kernels: the kernel tests once per instruction-set cap (SLUICE_ISA), so
+# an AVX-512 machine also runs the AVX2 and generic kernels; it prints which
+# kernel set each run tested and every set it could not (CPU or build).
+ISAS ?= avx512 avx2 generic
+test-kernels:
+	@for isa in $(ISAS); do \
+		out=$$(SLUICE_ISA=$$isa $(GO) test -count=1 -v ./kernels/... 2>&1) || \
+			{ echo "$$out" | grep -v '^=== \|--- PASS\|^PASS$$'; echo "kernels: SLUICE_ISA=$$isa FAILED"; exit 1; }; \
+		echo "$$out" | grep -o 'kernels: SLUICE_ISA=.*'; \
+		echo "$$out" | grep -o 'SKIP [a-z0-9]* .*' | sort -u | sed 's/^/  /'; \
+	done
+
 test-race:
 	$(GO) test -count=1 -race -short $(PKGS)
 	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./decode/...
 
-test-all: test test-purego test-simd test-race
+test-all: test test-purego test-simd test-kernels test-race
 
 # Count-bounded fuzzing: deterministic CI cost.
 fuzz:

@@ -105,9 +105,7 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	bpr := cols / tile // blocks per row
 	b0, b1 := lo*bpr, hi*bpr
-	for b := b0; b < b1; b++ {
-		a.d[b] = quantizeBlockImpl(a.q[b*tile:(b+1)*tile], x[b*tile:(b+1)*tile])
-	}
+	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
 	switch t {
 	case tensor.Q8_0:
 		lanesImpl(a, b0, b1)
@@ -159,6 +157,17 @@ func (a *actQ8) pairs(cols, b0, b1 int) {
 // quantizeBlockImpl is quantizeBlockQ8 or a vector version giving the same
 // bits (set from an init() in actq8_simd_amd64.go).
 var quantizeBlockImpl = quantizeBlockQ8
+
+// quantizeBlocksImpl quantizes the len(d) blocks of x into q and d:
+// quantizeBlocks, or an assembly version giving the same bits (set by the
+// selector in dispatch_amd64.go).
+var quantizeBlocksImpl = quantizeBlocks
+
+func quantizeBlocks(q []int8, d, x []float32) {
+	for b := range d {
+		d[b] = quantizeBlockImpl(q[b*tile:(b+1)*tile], x[b*tile:(b+1)*tile])
+	}
+}
 
 // grow returns s resized to n, reallocating only when its capacity is short.
 func grow[T any](s []T, n int) []T {

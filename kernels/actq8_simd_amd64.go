@@ -9,13 +9,15 @@ import (
 )
 
 func init() {
-	if archsimd.X86.AVX512() {
-		quantizeBlockImpl = quantizeBlockQ8AVX512
-	}
-	if archsimd.X86.AVX2() {
-		lanesImpl = lanesAVX2
-		pairsImpl = pairsAVX2
-	}
+	addSelector(func(c isaLevel) {
+		quantizeBlockImpl, lanesImpl, pairsImpl = quantizeBlockQ8, (*actQ8).lanes, (*actQ8).pairs
+		if c >= isaAVX512 && archsimd.X86.AVX512() {
+			quantizeBlockImpl = quantizeBlockQ8AVX512
+		}
+		if c >= isaAVX2 && archsimd.X86.AVX2() {
+			lanesImpl, pairsImpl, archsimdRows = lanesAVX2, pairsAVX2, true
+		}
+	})
 }
 
 // lane4 is the 8 int32 sums of each 4 consecutive values of a 32-value block

@@ -5,8 +5,6 @@ package kernels
 import (
 	"math/bits"
 	"unsafe"
-
-	"simd/archsimd"
 )
 
 // For head dims that are a multiple of 16 on AVX-512 the tile's inner loops
@@ -27,7 +25,7 @@ import (
 
 // attnAsm enables the assembly tile; tests and benchmarks switch it off to
 // compare with the archsimd tile.
-var attnAsm = archsimd.X86.AVX512() && archsimd.X86.FMA()
+var attnAsm bool // set by the selector in attention_simd_amd64.go
 
 // attnPrefetch makes the assembly prefetch the next block's rows (a var so
 // that benchmarks can measure it).

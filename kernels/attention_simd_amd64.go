@@ -37,9 +37,13 @@ import (
 // run in assembly instead (attention_asm_amd64.go): the same operations.
 
 func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		attentionImpl = attentionSIMD
-	}
+	addSelector(func(c isaLevel) {
+		attentionImpl = attentionGeneric
+		attnAsm = c >= isaAVX512 && archsimd.X86.AVX512() && archsimd.X86.FMA()
+		if c >= isaAVX2 && archsimd.X86.AVX2() && archsimd.X86.FMA() {
+			attentionImpl, archsimdRows = attentionSIMD, true
+		}
+	})
 }
 
 // vecWidth is the float32 lanes of the dot/axpy used for a head dimension d:
@@ -48,7 +52,7 @@ func vecWidth(d int) int {
 	switch {
 	case d < 32:
 		return 1
-	case implName == "avx512":
+	case level == isaAVX512:
 		return 16
 	}
 	return 8

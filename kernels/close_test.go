@@ -155,7 +155,7 @@ func requireMatRef(t *testing.T, what string, w kernels.Weight, x []float32, n i
 // float32 overflows depends on operation order); NaN must match NaN.
 func requireAttnRef(t *testing.T, what string, q []float32, rows int, kv kernels.KV, m *kernels.Mask, s kernels.AttnShape, want, got []float32) {
 	t.Helper()
-	if kernels.Impl() == "generic" {
+	if kernels.AttentionExact() {
 		requireSame(t, what, want, got)
 		return
 	}

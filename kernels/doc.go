@@ -12,20 +12,38 @@
 //     bit-identical to kernels/ref: they perform the same float32 operations in
 //     the same order, only with less copying and with threads. The end-to-end
 //     test relies on this (engine logits == model/ref logits, bit for bit).
-//   - Fast paths (GOEXPERIMENT=simd on amd64: *_simd_amd64.go) replace the
-//     dispatch variables (`var xxxImpl = xxxGeneric`) from an init() after
-//     checking the CPU (AVX-512 or AVX2+FMA), and are only promised to be
-//     within a stated tolerance of ref (close_test.go derives it): they use
-//     vector lanes and FMA, and for Q8_0/Q4_0 weights they quantize the
+//   - Fast paths replace the dispatch variables (`var xxxImpl = xxxGeneric`)
+//     from a selector run at init (dispatch_amd64.go) after checking the CPU
+//     with golang.org/x/sys/cpu. They are Go assembly, built in the default
+//     amd64 build (`amd64 && !purego`, no GOEXPERIMENT): AVX-512 (VNNI for
+//     Q8_0/Q4_0 where present) or AVX2+FMA+F16C. They are only promised to
+//     be within a stated tolerance of ref (close_test.go derives it): they
+//     use vector lanes and FMA, and for Q8_0/Q4_0 weights they quantize the
 //     activations once per call to int8 per 32-block (llama.cpp's q8_0) and
-//     take exact integer dot products. They keep batch invariance: each output
-//     element's operation order depends only on the shapes, never on n or the
-//     thread split. Building with the `purego` tag excludes them; Impl reports
-//     which set is active ("generic", "avx2" or "avx512").
-//   - On AVX-512 the matrix kernels are Go assembly under the same build tags
-//     (VNNI VPDPBUSD, VCVTPH2PS and prefetch, which archsimd lacks), each
-//     bit-identical to the archsimd kernel it replaces, which the tests use
-//     as its oracle (see docs/ARCHITECTURE.md, "Assembly under the same tags").
+//     take exact integer dot products. They keep batch invariance: each
+//     output element's operation order depends only on the shapes (and the
+//     kernel set), never on n or the thread split. Building with the
+//     `purego` tag excludes them. Impl names the set in use ("generic",
+//     "avx2", "avx512", "avx512-vnni").
+//   - The environment variable SLUICE_ISA (generic, avx2 or avx512), read
+//     once at init, caps what the selector may pick, so the narrower sets
+//     can be run and measured on a wider machine; tests reselect with every
+//     cap the CPU allows (TestKernelSets).
+//   - Attention's score dots and value sums are assembly too (AVX2 + FMA,
+//     on both fast sets, head dims that are multiples of 8); softmax,
+//     RMSNorm, RoPE and SwiGLU stay generic in the default build (in a
+//     110m avx2 profile at 450 tokens of context softmax with its exp is
+//     7% and SwiGLU 5%: the next candidates).
+//   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
+//     an oracle and an opt-in, not as a dispatch target for the matrix
+//     products: the assembly tests compare the AVX-512 and AVX2 matrix
+//     kernels against the archsimd ones bit for bit (a stronger check than
+//     ref's tolerance, and the reason to keep it); its row-wise kernels
+//     (attention with its AVX-512 tiles, softmax, SwiGLU, activation
+//     quantization) are installed in that build only, and Impl then ends
+//     in "+archsimd". Nothing fast needs the experiment any more; the
+//     archsimd files can go once its API settles or the oracle tests are
+//     no longer wanted.
 //
 // # Float recipe shared with kernels/ref
 //

@@ -33,14 +33,17 @@ import (
 const swiGLUMaxRelErr = 1e-6
 
 func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		swiGLUImpl = swiGLUSIMD
-	}
+	addSelector(func(c isaLevel) {
+		swiGLUImpl = swiGLUGeneric
+		if c >= isaAVX2 && archsimd.X86.AVX2() && archsimd.X86.FMA() {
+			swiGLUImpl, archsimdRows = swiGLUSIMD, true
+		}
+	})
 }
 
 func swiGLUSIMD(dst, gate, up []float32) {
 	gate, up = gate[:len(dst)], up[:len(dst)]
-	if implName == "avx512" {
+	if level == isaAVX512 {
 		swiGLU16(dst, gate, up)
 	} else {
 		swiGLU8(dst, gate, up)

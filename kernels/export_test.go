@@ -1,6 +1,9 @@
 package kernels
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Test hooks for the external test package (kernels_test imports kernels/ref,
 // which imports kernels, so the comparison tests cannot live in package kernels).
@@ -24,3 +27,27 @@ func SetPoolSpin(d time.Duration) (restore func()) {
 	spinFor = d
 	return func() { spinFor = old }
 }
+
+// SetISA reselects every kernel as if SLUICE_ISA were name and returns a
+// func restoring the selection from the environment, and the Impl name now
+// in use. Not safe while kernels run.
+func SetISA(name string) (restore func(), err error) {
+	l, err := parseISA(name)
+	if err != nil {
+		return func() {}, err
+	}
+	setISA(l)
+	return func() { setISA(isaCap) }, nil
+}
+
+// ISACap is the cap SLUICE_ISA set ("avx512" when unset).
+func ISACap() string { return isaCap.String() }
+
+// AttentionExact reports whether Attention runs the generic kernel,
+// bit-identical to ref (else a fast one, within requireAttnRef's tolerance).
+func AttentionExact() bool {
+	return fmt.Sprintf("%p", attentionImpl) == fmt.Sprintf("%p", attentionGeneric)
+}
+
+// SwiGLUExact reports whether SwiGLU runs the generic kernel.
+func SwiGLUExact() bool { return fmt.Sprintf("%p", swiGLUImpl) == fmt.Sprintf("%p", swiGLUGeneric) }

@@ -4,6 +4,3 @@ package kernels_test
 
 // wantImpl is the kernel set this build must dispatch to.
 var wantImpl = "generic"
-
-// haveSIMD is whether this build compiles the archsimd kernels.
-const haveSIMD = false

@@ -2,19 +2,6 @@
 
 package kernels_test
 
-import "simd/archsimd"
-
-// haveSIMD is whether this build compiles the archsimd kernels (klauspost's
-// haveSeqdecAsm pattern): the Impl test then demands the widest set this CPU
-// supports, so a build that silently stays generic fails.
-const haveSIMD = true
-
-var wantImpl = func() string {
-	switch {
-	case archsimd.X86.AVX512() && archsimd.X86.FMA():
-		return "avx512"
-	case archsimd.X86.AVX2() && archsimd.X86.FMA():
-		return "avx2"
-	}
-	return "generic"
-}()
+// withArchsimd is the Impl name of set s in this build: GOEXPERIMENT=simd
+// adds the archsimd row-wise kernels to every fast set.
+func withArchsimd(s string) string { return s + "+archsimd" }

@@ -4,7 +4,6 @@ package kernels
 
 import (
 	"math"
-	"sync"
 
 	"simd/archsimd"
 )
@@ -26,44 +25,6 @@ import (
 //
 // Weight rows in a pass are reused from L1/L2 for all n inputs, so a batch
 // streams each weight byte from memory once.
-
-func init() {
-	switch {
-	case archsimd.X86.AVX512():
-		// AVX512 implies AVX2; FMA is separate in principle, so check it.
-		if !archsimd.X86.FMA() {
-			return
-		}
-		matF32Impl = matF32AVX512
-		matF16Impl = matF16AVX512
-		matBF16Impl = matBF16AVX512
-		matQ8_0ActImpl = matQ8_0Fast
-		matQ4_0ActImpl = matQ4_0Fast
-		// Assembly, bit-identical to the archsimd kernels it replaces
-		// (AVX-512 F/BW/VL/DQ; VNNI checked on its own).
-		matF32Impl = matF32Asm
-		matF16Impl = matF16Asm
-		matBF16Impl = matBF16Asm
-		if archsimd.X86.AVX512VNNI() {
-			matQ8_0ActImpl = matQ8_0VNNI
-			matQ4_0ActImpl = matQ4_0VNNI
-		}
-		implName = "avx512"
-	case archsimd.X86.AVX2() && archsimd.X86.FMA():
-		setAVX2()
-	}
-}
-
-// setAVX2 installs the 256-bit kernels (also used by tests on AVX-512
-// machines to cover them).
-func setAVX2() {
-	matF32Impl = matF32AVX2
-	matF16Impl = matF16AVX2
-	matBF16Impl = matBF16AVX2
-	matQ8_0ActImpl = matQ8_0Fast
-	matQ4_0ActImpl = matQ4_0Fast
-	implName = "avx2"
-}
 
 // hsum8 sums v's lanes as ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)), a fixed order.
 func hsum8(v archsimd.Float32x8) float32 {
@@ -559,17 +520,3 @@ func dot2HalfX8(k halfKind, w0, w1 []uint16, x []float32) (s0, s1 float32) {
 }
 
 // ---- Q8_0 / Q4_0 over int8 activations ----
-
-// quantScaleTable is f16Table with ±Inf mapped to NaN: an Inf block scale
-// makes ref's weights ±Inf or NaN (Inf·0), and NaN is the only value the
-// factored form dW·dX·Σq can honestly report for that block.
-var quantScaleTable = sync.OnceValue(func() *[1 << 16]float32 {
-	t := new([1 << 16]float32)
-	*t = *f16Table()
-	for i, v := range t {
-		if math.IsInf(float64(v), 0) {
-			t[i] = float32(math.NaN())
-		}
-	}
-	return t
-})

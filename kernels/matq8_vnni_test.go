@@ -126,6 +126,8 @@ func TestVNNIDispatch(t *testing.T) {
 	if !archsimd.X86.AVX512VNNI() || !archsimd.X86.AVX512() || !archsimd.X86.FMA() {
 		t.Skip("CPU lacks AVX-512 VNNI")
 	}
+	defer setISA(isaCap)
+	setISA(isaAVX512)
 	if fmt.Sprintf("%p", matQ8_0ActImpl) != fmt.Sprintf("%p", actKernel(matQ8_0VNNI)) {
 		t.Error("matQ8_0ActImpl is not matQ8_0VNNI on a VNNI CPU")
 	}

@@ -54,12 +54,6 @@ import (
 // touches. With per-block slice expressions the compiler kept ~10 compares
 // and spills per block, as much work as the arithmetic itself.
 
-// Block byte lengths (tensor.Q8_0BlockLen, tensor.Q4_0BlockLen).
-const (
-	q8Blk = 34
-	q4Blk = 18
-)
-
 func ldI8x32(p unsafe.Pointer, off int) archsimd.Int8x32 {
 	return archsimd.LoadInt8x32((*[32]int8)(unsafe.Add(p, off)))
 }
@@ -98,13 +92,6 @@ func actPairPtrs(xq *actQ8, i, np int) (p, c, d4 unsafe.Pointer) {
 	return unsafe.Pointer(&ps[0]), unsafe.Pointer(&cs[0]), unsafe.Pointer(&ds[0])
 }
 
-// zeroRows sets outputs [lo,hi) of every input: the product with no columns.
-func zeroRows(dst []float32, n, rows, lo, hi int) {
-	for i := 0; i < n; i++ {
-		clear(dst[i*rows+lo : i*rows+hi])
-	}
-}
-
 // ---- Q8_0 ----
 
 func matQ8_0Fast(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
@@ -132,21 +119,6 @@ func matQ8_0Fast(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			}
 		}
 	}
-}
-
-// rowBlockBytes is how much weight a batched kernel keeps hot while every
-// input tile passes over it: a quarter of a Zen 4 core's 1 MiB L2, leaving
-// room for the activations of one tile and the prefetcher. From memory each
-// weight byte is then read once per call, from L2 once per input tile, while
-// the tile's activations stay in L1. Without it a 512-token prompt chunk
-// re-read all its activations (1 MiB of int8 at 2048 columns) from L3 for
-// every weight row. It only orders the loops, never one output's arithmetic
-// (tests shrink it to cross block edges).
-var rowBlockBytes = 256 << 10
-
-// rowBlock is the number of weight rows of rowBytes bytes in one block.
-func rowBlock(rowBytes int) int {
-	return max(1, rowBlockBytes/rowBytes)
 }
 
 // q8Lanes is the exact Σ w·x of one Q8_0 block against 32 activation bytes,

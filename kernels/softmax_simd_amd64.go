@@ -96,7 +96,7 @@ func softmaxSIMD(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	if implName == "avx512" {
+	if level == isaAVX512 {
 		softmax16(x)
 	} else {
 		softmax8(x)

@@ -1,0 +1,97 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"math"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Kernel selection on amd64, in the default build: the assembly kernels need
+// no GOEXPERIMENT, only the CPU features checked here (golang.org/x/sys/cpu,
+// which also checks that the OS saves the vector state), capped by
+// SLUICE_ISA (isaCap).
+//
+//	AVX-512 F/BW/VL/DQ + FMA + F16C   F32/F16/BF16: 4×C tiles, 8-row decode
+//	  + VNNI                          Q8_0/Q4_0: VPDPBUSD          "avx512-vnni"
+//	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
+//	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
+//	anything else                     the generic Go kernels       "generic"
+
+var (
+	cpuAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	cpuAVX512 = cpuAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
+	cpuVNNI   = cpuAVX512 && cpu.X86.HasAVX512VNNI
+)
+
+func init() { addSelector(selectMatrix) }
+
+// selectMatrix installs the matrix kernels for cap c (see isaLevel).
+func selectMatrix(c isaLevel) {
+	matF32Impl, matF16Impl, matBF16Impl = matF32Generic, matF16Generic, matBF16Generic
+	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
+	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
+	quantizeBlocksImpl = quantizeBlocks
+	implName, level = "generic", isaGeneric
+	if c >= isaAVX2 && cpuAVX2 {
+		quantizeBlocksImpl = quantizeBlocksAVX2
+	}
+	switch {
+	case c >= isaAVX512 && cpuAVX512:
+		matF32Impl, matF16Impl, matBF16Impl = matF32Asm, matF16Asm, matBF16Asm
+		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
+		implName, level = "avx512", isaAVX512
+		if cpuVNNI {
+			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
+			implName = "avx512-vnni"
+		}
+	case c >= isaAVX2 && cpuAVX2:
+		matF32Impl, matF16Impl, matBF16Impl = matF32AVX2Asm, matF16AVX2Asm, matBF16AVX2Asm
+		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
+		implName, level = "avx2", isaAVX2
+	}
+}
+
+// Block byte lengths (tensor.Q8_0BlockLen, tensor.Q4_0BlockLen).
+const (
+	q8Blk = 34
+	q4Blk = 18
+)
+
+// zeroRows sets outputs [lo,hi) of every input: the product with no columns.
+func zeroRows(dst []float32, n, rows, lo, hi int) {
+	for i := 0; i < n; i++ {
+		clear(dst[i*rows+lo : i*rows+hi])
+	}
+}
+
+// rowBlockBytes is how much weight a batched kernel keeps hot while every
+// input tile passes over it: a quarter of a Zen 4 core's 1 MiB L2, leaving
+// room for the activations of one tile and the prefetcher. From memory each
+// weight byte is then read once per call, from L2 once per input tile, while
+// the tile's activations stay in L1. Without it a 512-token prompt chunk
+// re-read all its activations (1 MiB of int8 at 2048 columns) from L3 for
+// every weight row. It only orders the loops, never one output's arithmetic
+// (tests shrink it to cross block edges).
+var rowBlockBytes = 256 << 10
+
+// rowBlock is the number of weight rows of rowBytes bytes in one block.
+func rowBlock(rowBytes int) int {
+	return max(1, rowBlockBytes/rowBytes)
+}
+
+// quantScaleTable is f16Table with ±Inf mapped to NaN: an Inf block scale
+// makes ref's weights ±Inf or NaN (Inf·0), and NaN is the only value the
+// factored form dW·dX·Σq can honestly report for that block.
+var quantScaleTable = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	*t = *f16Table()
+	for i, v := range t {
+		if math.IsInf(float64(v), 0) {
+			t[i] = float32(math.NaN())
+		}
+	}
+	return t
+})

@@ -1,0 +1,71 @@
+package kernels
+
+import (
+	"fmt"
+	"os"
+)
+
+// isaLevel orders the instruction sets a kernel set may use.
+type isaLevel uint8
+
+const (
+	isaGeneric isaLevel = iota // portable Go, bit-identical to kernels/ref
+	isaAVX2                    // AVX2 + FMA + F16C (256-bit)
+	isaAVX512                  // AVX-512 F/BW/VL/DQ (+ VNNI where present)
+)
+
+var isaNames = [...]string{isaGeneric: "generic", isaAVX2: "avx2", isaAVX512: "avx512"}
+
+func (l isaLevel) String() string { return isaNames[l] }
+
+// parseISA reads a SLUICE_ISA value: empty means no cap.
+func parseISA(s string) (isaLevel, error) {
+	if s == "" {
+		return isaAVX512, nil
+	}
+	for l, n := range isaNames {
+		if n == s {
+			return isaLevel(l), nil
+		}
+	}
+	return 0, fmt.Errorf("kernels: SLUICE_ISA=%q: want generic, avx2 or avx512", s)
+}
+
+// isaCap is the widest instruction set dispatch may pick, from the
+// environment variable SLUICE_ISA (generic, avx2 or avx512), read once when
+// the package initializes. It exists so that the narrower kernel sets can be
+// run and measured on a machine that has the wider ones. A value it does not
+// know stops the program: a misspelt cap that silently measured the wrong
+// kernels would be worse.
+var isaCap = func() isaLevel {
+	l, err := parseISA(os.Getenv("SLUICE_ISA"))
+	if err != nil {
+		panic(err)
+	}
+	return l
+}()
+
+// level is the instruction set of the installed kernels (≤ isaCap and ≤
+// what the CPU has), set by the selectors.
+var level = isaGeneric
+
+// selectors install, for a cap, the fastest kernels the CPU can run within
+// it, after first resetting their dispatch variables to the generic
+// defaults. Each build-tagged fast-path file appends one from its init() and
+// runs it with isaCap; tests call setISA to run the narrower sets too.
+var selectors []func(isaLevel)
+
+// addSelector registers f and runs it with the cap from the environment.
+func addSelector(f func(isaLevel)) {
+	selectors = append(selectors, f)
+	f(isaCap)
+}
+
+// setISA reselects every kernel under cap c (tests only: not safe while
+// kernels run).
+func setISA(c isaLevel) {
+	implName, level, archsimdRows = "generic", isaGeneric, false
+	for _, f := range selectors {
+		f(c)
+	}
+}

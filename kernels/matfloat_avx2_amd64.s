@@ -1,0 +1,224 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// F32, F16 and BF16 weights against float32 inputs with AVX2 + FMA + F16C.
+// See matfloat_avx2_amd64.go: every output (weight row r, input i) is one
+// 8-lane chain
+//
+//	acc = fma(float32(W[r, j:j+8]), x[i, j:j+8], acc)   j = 0, 8, …, cols&^7 − 8
+//
+// then, when cols%8 = t ≠ 0, one more step over the last 8 elements
+// (cols−8 … cols−1) with the lanes already counted (the first 8−t) zeroed
+// in both weight and input, then hsum8's lane-sum tree. That is fixed by
+// cols alone: the 2×C tiles and the 8-row decode kernel compute it alike.
+// Weights convert exactly: F16 by VCVTPH2PS, BF16 by widening and shifting
+// 16 bits up.
+
+// tailMask<>+4t is the mask of the last step for t = cols%8: lanes 8−t…7.
+DATA tailMask<>+0(SB)/8, $0
+DATA tailMask<>+8(SB)/8, $0
+DATA tailMask<>+16(SB)/8, $0
+DATA tailMask<>+24(SB)/8, $0
+DATA tailMask<>+32(SB)/8, $-1
+DATA tailMask<>+40(SB)/8, $-1
+DATA tailMask<>+48(SB)/8, $-1
+DATA tailMask<>+56(SB)/8, $-1
+GLOBL tailMask<>(SB), RODATA|NOPTR, $64
+
+// Element loads: 8 weights at element index J of row P into Y, as float32.
+#define LDF32(P, J, Y) VMOVUPS (P)(J*4), Y
+#define LDF16(P, J, Y) VCVTPH2PS (P)(J*2), Y
+#define LDBF16(P, J, Y) VPMOVZXWD (P)(J*2), Y; VPSLLD $16, Y, Y
+
+// FMASKS sets R13 to cols (R14) rounded down to 8, R11 to cols−8 (the
+// tail step's start) and Y15 to the tail step's lane mask; clobbers CX, R12.
+#define FMASKS \
+	MOVQ R14, R13; \
+	ANDQ $~7, R13; \
+	LEAQ -8(R14), R11; \
+	MOVQ R14, CX; \
+	ANDQ $7, CX; \
+	LEAQ tailMask<>(SB), R12; \
+	VMOVDQU (R12)(CX*4), Y15
+
+// FHSUM leaves in X's low lane the sum of Y's lanes in hsum8's order.
+#define FHSUM(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS T, X, X; \
+	VMOVHLPS X, X, T; \
+	VADDPS T, X, X; \
+	VMOVSHDUP X, T; \
+	VADDSS T, X, X
+
+// ---- 2×C tiles: rows w0, w1 against C inputs (SI, DI, R8, R9) ----
+
+// TX loads input c's chunk at J into Y10 (masked when M is a mask
+// register, else M is a no-op name) and adds its products with the two
+// weight vectors (Y8, Y9) into accumulators A (row 0) and B (row 1).
+#define TX(XP, J, A, B) \
+	VMOVUPS (XP)(J*4), Y10; \
+	VFMADD231PS Y10, Y8, A; \
+	VFMADD231PS Y10, Y9, B
+#define TXM(XP, J, A, B) \
+	VMOVUPS (XP)(J*4), Y10; \
+	VANDPS Y15, Y10, Y10; \
+	VFMADD231PS Y10, Y8, A; \
+	VFMADD231PS Y10, Y9, B
+
+#define TX1(J) TX(SI, J, Y0, Y4)
+#define TX2(J) TX1(J); TX(DI, J, Y1, Y5)
+#define TX3(J) TX2(J); TX(R8, J, Y2, Y6)
+#define TX4(J) TX3(J); TX(R9, J, Y3, Y7)
+#define TXM1(J) TXM(SI, J, Y0, Y4)
+#define TXM2(J) TXM1(J); TXM(DI, J, Y1, Y5)
+#define TXM3(J) TXM2(J); TXM(R8, J, Y2, Y6)
+#define TXM4(J) TXM3(J); TXM(R9, J, Y3, Y7)
+
+// TST stores input c's two sums at DI: row 1 at DI+R11 (R11 = 4·(nr−1)),
+// then row 0 at DI. With nr = 1 row 1 is row 0 again, the same chain and
+// value, so both stores write dst[0] and nothing past the tile is touched.
+#define TST(A, AX_, B, BX_) \
+	FHSUM(A, AX_, X10); \
+	FHSUM(B, BX_, X10); \
+	VMOVSS BX_, (DI)(R11*1); \
+	VMOVSS AX_, (DI)
+
+#define TST1 TST(Y0, X0, Y4, X4)
+#define TST2 TST1; ADDQ R8, DI; TST(Y1, X1, Y5, X5)
+#define TST3 TST2; ADDQ R8, DI; TST(Y2, X2, Y6, X6)
+#define TST4 TST3; ADDQ R8, DI; TST(Y3, X3, Y7, X7)
+
+// TILE2 defines name(dst *float32, dstStride uintptr, w0, w1 *E, x
+// *float32, cols, nr int): dst[c·dstStride/4 + r] = row r · input c for
+// r < nr (nr 1 or 2; a missing row 1 is passed as row 0 again) and c < C,
+// input c at x + c·cols floats. cols ≥ 8.
+#define TILE2(name, LD, TXC, TXMC, TSTC) \
+TEXT name(SB), NOSPLIT, $0-56; \
+	MOVQ cols+40(FP), R14; \
+	FMASKS; \
+	MOVQ w0+16(FP), AX; \
+	MOVQ w1+24(FP), BX; \
+	MOVQ x+32(FP), SI; \
+	LEAQ (SI)(R14*4), DI; \
+	LEAQ (DI)(R14*4), R8; \
+	LEAQ (R8)(R14*4), R9; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	XORQ R12, R12; \
+loop: \
+	LD(AX, R12, Y8); \
+	LD(BX, R12, Y9); \
+	TXC(R12); \
+	ADDQ $8, R12; \
+	CMPQ R12, R13; \
+	JLT loop; \
+	CMPQ R13, R14; \
+	JGE done; \
+	LD(AX, R11, Y8); \
+	LD(BX, R11, Y9); \
+	VANDPS Y15, Y8, Y8; \
+	VANDPS Y15, Y9, Y9; \
+	TXMC(R11); \
+done: \
+	MOVQ dst+0(FP), DI; \
+	MOVQ dstStride+8(FP), R8; \
+	MOVQ nr+48(FP), R11; \
+	DECQ R11; \
+	SHLQ $2, R11; \
+	TSTC; \
+	VZEROUPPER; \
+	RET
+
+TILE2(·f32AVX2Tile2x1, LDF32, TX1, TXM1, TST1)
+TILE2(·f32AVX2Tile2x2, LDF32, TX2, TXM2, TST2)
+TILE2(·f32AVX2Tile2x3, LDF32, TX3, TXM3, TST3)
+TILE2(·f32AVX2Tile2x4, LDF32, TX4, TXM4, TST4)
+TILE2(·f16AVX2Tile2x1, LDF16, TX1, TXM1, TST1)
+TILE2(·f16AVX2Tile2x2, LDF16, TX2, TXM2, TST2)
+TILE2(·f16AVX2Tile2x3, LDF16, TX3, TXM3, TST3)
+TILE2(·f16AVX2Tile2x4, LDF16, TX4, TXM4, TST4)
+TILE2(·bf16AVX2Tile2x1, LDBF16, TX1, TXM1, TST1)
+TILE2(·bf16AVX2Tile2x2, LDBF16, TX2, TXM2, TST2)
+TILE2(·bf16AVX2Tile2x3, LDBF16, TX3, TXM3, TST3)
+TILE2(·bf16AVX2Tile2x4, LDBF16, TX4, TXM4, TST4)
+
+// ---- decode: 8 rows far apart against one input ----
+
+// FW is row P's chunk at J times the input chunk (Y8) into A; FWM masks
+// the weights first (the tail step; the input is masked already).
+#define FW(LD, P, J, A) LD(P, J, Y9); VFMADD231PS Y8, Y9, A
+#define FWM(LD, P, J, A) LD(P, J, Y9); VANDPS Y15, Y9, Y9; VFMADD231PS Y8, Y9, A
+
+#define FSTEP(F, LD, J) \
+	F(LD, AX, J, Y0); \
+	F(LD, BX, J, Y1); \
+	F(LD, CX, J, Y2); \
+	F(LD, DX, J, Y3); \
+	F(LD, DI, J, Y4); \
+	F(LD, R8, J, Y5); \
+	F(LD, R9, J, Y6); \
+	F(LD, R10, J, Y7)
+
+#define FST(A, X, off) FHSUM(A, X, X11); VMOVSS X, off(SI)
+
+// FAR8 defines name(dst *float32, w *E, x *float32, cols, stride int):
+// dst[k] = row k·stride (elements of size 1<<shift) of w · x for k < 8:
+// eight sequential weight streams far apart, eight chains. cols ≥ 8.
+#define FAR8(name, shift, LD) \
+TEXT name(SB), NOSPLIT, $0-40; \
+	MOVQ cols+24(FP), R14; \
+	FMASKS; \
+	MOVQ w+8(FP), AX; \
+	MOVQ x+16(FP), SI; \
+	MOVQ stride+32(FP), R15; \
+	SHLQ $shift, R15; \
+	LEAQ (AX)(R15*1), BX; \
+	LEAQ (BX)(R15*1), CX; \
+	LEAQ (CX)(R15*1), DX; \
+	LEAQ (DX)(R15*1), DI; \
+	LEAQ (DI)(R15*1), R8; \
+	LEAQ (R8)(R15*1), R9; \
+	LEAQ (R9)(R15*1), R10; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	XORQ R12, R12; \
+loop: \
+	VMOVUPS (SI)(R12*4), Y8; \
+	FSTEP(FW, LD, R12); \
+	ADDQ $8, R12; \
+	CMPQ R12, R13; \
+	JLT loop; \
+	CMPQ R13, R14; \
+	JGE done; \
+	VMOVUPS (SI)(R11*4), Y8; \
+	VANDPS Y15, Y8, Y8; \
+	FSTEP(FWM, LD, R11); \
+done: \
+	MOVQ dst+0(FP), SI; \
+	FST(Y0, X0, 0); \
+	FST(Y1, X1, 4); \
+	FST(Y2, X2, 8); \
+	FST(Y3, X3, 12); \
+	FST(Y4, X4, 16); \
+	FST(Y5, X5, 20); \
+	FST(Y6, X6, 24); \
+	FST(Y7, X7, 28); \
+	VZEROUPPER; \
+	RET
+
+FAR8(·f32AVX2Far8, 2, LDF32)
+FAR8(·f16AVX2Far8, 1, LDF16)
+FAR8(·bf16AVX2Far8, 1, LDBF16)
