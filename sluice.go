@@ -141,7 +141,7 @@ func Open(ctx context.Context, o Options) (*Engine, error) {
 	}
 	var draft *model.Loaded
 	if p.Draft != nil && p.Draft.Path != "" {
-		if draft, err = loadDraft(ctx, p, o, l); err != nil {
+		if draft, err = OpenDraft(ctx, p, l, o.Logger); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -160,9 +160,9 @@ func Open(ctx context.Context, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// loadDraft opens the [draft] model and checks its vocabulary against the
-// target's.
-func loadDraft(ctx context.Context, p *pipelines.Pipeline, o Options, target *model.Loaded) (*model.Loaded, error) {
+// OpenDraft opens the pipeline's [draft] model and checks its vocabulary
+// against the target's, for callers of New (Open does it itself).
+func OpenDraft(ctx context.Context, p *pipelines.Pipeline, target *model.Loaded, log zerolog.Logger) (*model.Loaded, error) {
 	d := p.Draft
 	tier, err := offload.ParseTier(d.Tier)
 	if err != nil {
@@ -172,7 +172,7 @@ func loadDraft(ctx context.Context, p *pipelines.Pipeline, o Options, target *mo
 	if threads == 0 {
 		threads = p.Model.Threads
 	}
-	l, err := model.Load(ctx, model.LoadOptions{Path: d.Path, Tokenizer: d.Tokenizer, Tier: tier, Threads: threads, Logger: o.Logger})
+	l, err := model.Load(ctx, model.LoadOptions{Path: d.Path, Tokenizer: d.Tokenizer, Tier: tier, Threads: threads, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: draft: %w", err)
 	}
@@ -221,6 +221,16 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 		o.Logger.Warn().Int("context", so.Context).Int("model_context", a.Context).Msg("context larger than the model's: clamped")
 		so.Context = a.Context
 	}
+	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
+		// A draft adds up to Rows() rows per generating sequence to a step.
+		rows := ds.Params.(*pipelines.DraftTreeParams).Options().Rows() + 1
+		so.Headroom = rows
+		if so.MaxBatchTokens == 0 {
+			so.MaxBatchTokens = so.MaxSeqs * max(rows, so.PrefillChunk, 64)
+		} else if so.MaxBatchTokens < rows {
+			return nil, fmt.Errorf("sluice: %s: max_batch_tokens = %d cannot hold one draft of %d rows (stage %q); raise it or lower the draft's budget", p.Source, so.MaxBatchTokens, rows, ds.ID)
+		}
+	}
 	sc, err := sched.New(a, so)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
@@ -256,6 +266,9 @@ func (e *Engine) Encode(prompt string) []int32 {
 
 // Text renders tokens as llama2.c's run.c prints them (see session.Text).
 func (e *Engine) Text(tokens []int32) string { return session.Text(e.env.Tok, tokens) }
+
+// Draft is the draft model (nil without one).
+func (e *Engine) Draft() *model.Loaded { return e.env.Draft }
 
 // Loaded is the model the engine runs.
 func (e *Engine) Loaded() *model.Loaded { return e.loaded }

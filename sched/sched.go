@@ -36,6 +36,10 @@ type Options struct {
 	PrefillChunk   int // prompt rows of one session in one step; 0 = 64
 	Context        int // KV slots per session
 	PageTokens     int // KV page size; 0 = 16
+	// Headroom is KV slots per sequence beyond Context, for draft-tree nodes
+	// that a verifying pass holds until it commits one path (their positions
+	// stay within Context; their slots need not).
+	Headroom int
 }
 
 // ErrClosed is returned by Admit after Close, and is the error of sessions
@@ -137,7 +141,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	}
 	kv, err := kvcache.New(kvcache.Options{
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
-		PageTokens: o.PageTokens, MaxTokens: o.Context * o.MaxSeqs, MaxSeqLen: o.Context,
+		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
 		Window: a.SlidingWindow,
 	})
 	if err != nil {

@@ -67,6 +67,14 @@ func (o Options) Rows() int {
 	return o.DraftMax
 }
 
+// Depth is the most positions a draft reaches past its root.
+func (o Options) Depth() int {
+	if o.Mode == SpecExec {
+		return o.Tree.MaxDepth
+	}
+	return o.DraftMax
+}
+
 // Validate checks o.
 func (o *Options) Validate() error {
 	switch o.Mode {
@@ -198,8 +206,10 @@ func (r *Runner) drafts(st *sched.Step) []int {
 		if sp.Len != 1 || q.Pending() != 1 || q.Req.AllLogits || room < r.o.Rows() {
 			continue
 		}
-		// The accepted tokens must fit the context; near its end decode plainly.
-		if q.Cached+1+r.o.Rows() > q.Context() {
+		// The draft's positions must fit the context; near its end decode
+		// plainly. (Its KV slots may pass the context: the caches have
+		// Rows() slots of headroom.)
+		if q.Cached+1+r.o.Depth() > q.Context() {
 			continue
 		}
 		room -= r.o.Rows()

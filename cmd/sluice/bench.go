@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/pipelines"
 )
 
@@ -41,6 +42,19 @@ type benchReport struct {
 	PerSeqDecode     benchStats         `json:"per_seq_decode"`
 	PeakRSSBytes     int64              `json:"peak_rss_bytes"`
 	BusyShare        map[string]float64 `json:"stage_busy_share"`
+	// Spec is what speculative decoding did over all runs (absent without --spec).
+	Spec *specReport `json:"spec,omitempty"`
+}
+
+type specReport struct {
+	Mode          string  `json:"mode"`
+	TargetPasses  int64   `json:"target_passes"` // verifying passes, per sequence
+	TokensPerPass float64 `json:"tokens_per_target_pass"`
+	DraftPasses   int64   `json:"draft_passes"`
+	DraftNodes    int64   `json:"draft_nodes"` // rows drafts added to target batches
+	MaxAccepted   int     `json:"max_accepted_depth"`
+	DraftSeconds  float64 `json:"draft_seconds"`
+	TotalSeconds  float64 `json:"total_seconds"` // wall time of the runs, draft included
 }
 
 func stats(xs []float64) benchStats {
@@ -54,6 +68,7 @@ func stats(xs []float64) benchStats {
 func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
 	mf := addModelFlags(fs, "m")
+	sf := addSpecFlags(fs)
 	promptTokens := fs.Int("prompt-tokens", 512, "prompt length in tokens (prefill)")
 	genTokens := fs.Int("gen-tokens", 128, "tokens to generate (decode)")
 	runs := fs.Int("runs", 5, "runs; figures are the median, min and max")
@@ -82,11 +97,21 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	mf.apply(p)
+	if err := sf.apply(p); err != nil {
+		return err
+	}
 	l, err := loadModel(ctx, e, p)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	var draft *model.Loaded
+	if p.Draft != nil && p.Draft.Path != "" {
+		if draft, err = sluice.OpenDraft(ctx, p, l, e.log); err != nil {
+			return err
+		}
+		defer draft.Close()
+	}
 	a := l.Model.Arch()
 	if *promptTokens+*genTokens > a.Context {
 		return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the model's context of %d", *promptTokens, *genTokens, a.Context)
@@ -106,10 +131,15 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	var prefill, dec, perSeq []float64
+	var spec *specReport
+	var specEmitted int64
+	if dp, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
+		spec = &specReport{Mode: dp.Params.(*pipelines.DraftTreeParams).Mode}
+	}
 	busy := map[string]time.Duration{}
 	var total time.Duration
 	for range *runs {
-		eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log})
+		eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log, Draft: draft})
 		if err != nil {
 			return err
 		}
@@ -128,6 +158,15 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if err := eng.Drain(ctx); err != nil {
 			return err
+		}
+		if spec != nil {
+			ss := eng.SpecStats()
+			spec.TargetPasses += ss.Rounds
+			spec.DraftPasses += ss.DraftPasses
+			spec.DraftNodes += ss.DraftNodes
+			spec.MaxAccepted = max(spec.MaxAccepted, ss.MaxDepth)
+			spec.DraftSeconds += ss.DraftTime.Seconds()
+			specEmitted += ss.Emitted
 		}
 		if len(res) != len(prompts) {
 			return fmt.Errorf("bench: %d of %d sequences finished", len(res), len(prompts))
@@ -155,6 +194,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
 		}
 		prefill = append(prefill, float64(len(prompts)**promptTokens)/firstAll.Sub(start).Seconds())
+		if spec != nil {
+			spec.TotalSeconds += endAll.Sub(start).Seconds()
+		}
 		dec = append(dec, float64(decoded)/endAll.Sub(firstAll).Seconds())
 		perSeq = append(perSeq, seqRate/float64(len(res)))
 		for _, st := range eng.NodeStats() {
@@ -171,6 +213,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{},
 	}
 	r.PrefillTokS, r.DecodeTokS, r.PerSeqDecodeTokS = r.Prefill.Median, r.Decode.Median, r.PerSeqDecode.Median
+	if spec != nil && spec.TargetPasses > 0 {
+		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
+	}
+	r.Spec = spec
 	for k, v := range busy {
 		if total > 0 {
 			r.BusyShare[k] = float64(v) / float64(total)
@@ -187,6 +233,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
 	}
 	fmt.Fprintf(tw, "peak rss\t%s\n", humanBytes(r.PeakRSSBytes))
+	if sp := r.Spec; sp != nil {
+		fmt.Fprintf(tw, "spec %s\t%.2f tokens per target pass\t(%d target passes, %d draft passes, %d draft nodes, draft %.0f%% of the time)\n",
+			sp.Mode, sp.TokensPerPass, sp.TargetPasses, sp.DraftPasses, sp.DraftNodes, 100*sp.DraftSeconds/max(sp.TotalSeconds, 1e-9))
+	}
 	names := make([]string, 0, len(r.BusyShare))
 	for k := range r.BusyShare {
 		names = append(names, k)

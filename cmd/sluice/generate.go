@@ -123,9 +123,19 @@ func openEngine(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...
 	if err != nil {
 		return nil, err
 	}
-	eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log})
+	var draft *model.Loaded
+	if p.Draft != nil && p.Draft.Path != "" {
+		if draft, err = sluice.OpenDraft(ctx, p, l, e.log); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log, Draft: draft})
 	if err != nil {
 		l.Close()
+		if draft != nil {
+			draft.Close()
+		}
 		return nil, err
 	}
 	return eng, nil
@@ -138,12 +148,21 @@ func closeEngine(e *env, eng *sluice.Engine) error {
 		e.log.Debug().Str("node", s.Name).Int64("in", s.In).Int64("out", s.Out).Dur("busy", s.Busy).
 			Dur("blocked_send", s.BlockedOnSend).Dur("blocked_recv", s.BlockedOnRecv).Msg("stage")
 	}
-	return errors.Join(err, eng.Loaded().Close())
+	err = errors.Join(err, eng.Loaded().Close())
+	if d := eng.Draft(); d != nil {
+		err = errors.Join(err, d.Close())
+	}
+	if st := eng.SpecStats(); st.Rounds > 0 {
+		e.log.Info().Int64("target_passes", st.Rounds).Float64("tokens_per_pass", st.TokensPerPass()).
+			Int64("draft_passes", st.DraftPasses).Dur("draft_time", st.DraftTime).Int("max_accepted", st.MaxDepth).Msg("speculative decoding")
+	}
+	return err
 }
 
 func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("generate")
 	mf := addModelFlags(fs, "m")
+	sf := addSpecFlags(fs)
 	prompt := fs.String("p", "", "prompt (default: empty, generation starts from BOS)")
 	n := fs.Int("n", 256, "new tokens to generate (0: until a stop token or the context is full)")
 	temp := fs.Float64("temp", 0.8, "temperature; 0 is greedy")
@@ -172,6 +191,9 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	mf.apply(p)
+	if err := sf.apply(p); err != nil {
+		return err
+	}
 	if s, ok := p.StageOfKind(pipelines.KindSample); ok {
 		ps := s.Params.(*pipelines.SampleParams)
 		if set["temp"] || *pipeline == "" {

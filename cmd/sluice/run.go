@@ -21,6 +21,7 @@ import (
 func cmdRun(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("run")
 	mf := addModelFlags(fs, "model")
+	sf := addSpecFlags(fs)
 	in := fs.String("prompts", "", "prompt file: JSONL, OpenAI Batch JSONL, or plain text (one prompt a line)")
 	out := fs.String("out", "", "results file (JSONL, appended; finished custom_ids are skipped)")
 	format := fs.String("format", "auto", "prompt file format: auto, jsonl, openai, text")
@@ -49,6 +50,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	mf.apply(p)
+	if err := sf.apply(p); err != nil {
+		return err
+	}
 	seedPipeline(e, p)
 	src, err := os.Open(*in)
 	if err != nil {
