@@ -96,14 +96,35 @@ func TestSpecExecSameText(t *testing.T) {
 				e.Close()
 			}
 			if c.temp == 0 {
-				e := specEngine(t, "chain", 0, 0, 0, threads)
-				got := runAll(t, e, prompts, false)
-				for i := range prompts {
-					if got[i].Text != want[i].Text {
-						t.Fatalf("chain greedy: prompt %q:\n chain %q\n plain %q", prompts[i], got[i].Text, want[i].Text)
+				for _, mode := range []string{"chain", "lookup"} {
+					e := specEngine(t, "chain", 0, 0, 0, threads)
+					if mode == "lookup" {
+						e.Close()
+						e = lookupEngine(t, l)
+					}
+					got := runAll(t, e, prompts, false)
+					for i := range prompts {
+						if got[i].Text != want[i].Text {
+							t.Fatalf("%s greedy: prompt %q:\n %s %q\n plain %q", mode, prompts[i], mode, got[i].Text, want[i].Text)
+						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// lookupEngine is prompt-lookup decoding (no draft model) on l, greedy.
+func lookupEngine(t *testing.T, l *model.Loaded) *sluice.Engine {
+	p, err := pipelines.Preset("chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = 4, 64
+	for i := range p.Stages {
+		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok {
+			dp.Mode, dp.DraftMax = "lookup", 4
+		}
+	}
+	return engine(t, l, p)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -173,6 +174,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random, logged at info level)")
 	pipeline := fs.String("pipeline", "", "pipeline file (default: the greedy or sample preset)")
 	lf := addLoraFlags(fs, "all of them apply")
+	asJSON := fs.Bool("json", false, "print one JSON object: prompt and generated ids, text, finish reason, speculation stats")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -229,6 +231,10 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	if len(sets) > 0 {
 		req.Adapter = sets[0].Name
 	}
+	if *asJSON {
+		res, _ := eng.Complete(ctx, req)
+		return writeGenerateJSON(e, eng, res)
+	}
 	// The prompt's text first, then each token's as it is sampled, as
 	// llama2.c's run.c streams them.
 	if _, err := io.WriteString(e.stdout, eng.Text(req.Tokens)); err != nil {
@@ -266,4 +272,37 @@ func cmdValidate(ctx context.Context, e *env, args []string) error {
 	}
 	p.Describe(e.stdout)
 	return nil
+}
+
+// generateJSON is generate --json's object.
+type generateJSON struct {
+	PromptIDs    []int32     `json:"prompt_ids"`
+	GeneratedIDs []int32     `json:"generated_ids"`
+	Text         string      `json:"text"`
+	Completion   string      `json:"completion"`
+	Finish       string      `json:"finish_reason"`
+	Error        string      `json:"error,omitempty"`
+	Spec         *specReport `json:"spec,omitempty"`
+}
+
+func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
+	j := generateJSON{PromptIDs: r.Tokens[:r.PromptTokens], GeneratedIDs: r.Tokens[r.PromptTokens:], Text: r.Text, Completion: r.Completion, Finish: r.Finish}
+	if j.GeneratedIDs == nil {
+		j.GeneratedIDs = []int32{}
+	}
+	if r.Err != nil {
+		j.Error = r.Err.Error()
+	}
+	if st := eng.SpecStats(); st.Rounds > 0 {
+		j.Spec = &specReport{TargetPasses: st.Rounds, TokensPerPass: st.TokensPerPass(), DraftPasses: st.DraftPasses,
+			DraftNodes: st.DraftNodes, MaxAccepted: st.MaxDepth, DraftSeconds: st.DraftTime.Seconds()}
+		if ds, ok := eng.Pipeline().StageOfKind(pipelines.KindDraftTree); ok {
+			j.Spec.Mode = ds.Params.(*pipelines.DraftTreeParams).Mode
+		}
+	}
+	enc := json.NewEncoder(e.stdout)
+	if err := enc.Encode(j); err != nil {
+		return err
+	}
+	return r.Err
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/pipelines"
 )
@@ -35,8 +36,8 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 	set := setFlags(f.fs)
 	if *f.draft != "" {
 		d := pipelines.ModelSpec{Path: *f.draft, Tokenizer: *f.draftTok, Threads: p.Model.Threads}
-		if d.Tokenizer == "" {
-			d.Tokenizer = p.Model.Tokenizer
+		if d.Tokenizer == "" && !strings.HasSuffix(d.Path, ".gguf") {
+			d.Tokenizer = p.Model.Tokenizer // a llama2.c draft of the same vocabulary
 		}
 		p.Draft = &d
 	}
