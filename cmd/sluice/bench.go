@@ -121,6 +121,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	sc.MaxNewTokens, sc.StopAtEOS, sc.MaxInFlight = *genTokens, false, *parallel
 	// Prompts go in whole (one chunk each), and a step holds them all.
 	sc.PrefillChunk, sc.MaxBatchTokens = *promptTokens, *promptTokens**parallel
+	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
+		// Room for every sequence's draft too.
+		rows := ds.Params.(*pipelines.DraftTreeParams).Options().Rows() + 1
+		sc.MaxBatchTokens = max(sc.MaxBatchTokens, rows**parallel)
+	}
 	p.Model.Context = *promptTokens + *genTokens
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompts := make([][]int32, *parallel)
