@@ -154,8 +154,11 @@ func cmdLora(ctx context.Context, e *env, args []string) error {
 	permute := fs.Bool("permute-qk", false, permuteQKHelp)
 	if len(args) == 0 || args[0] != "merge" {
 		fs.Usage()
-		if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		if len(args) == 0 {
 			return errUsage
+		}
+		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+			return flag.ErrHelp
 		}
 		return fmt.Errorf("lora: unknown subcommand %q (want merge): %w", args[0], errUsage)
 	}
