@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 )
 
@@ -118,6 +119,7 @@ type Scheduler struct {
 	KV *kvcache.Cache
 
 	vocab   int
+	scratch sample.Scratch        // the sampler's, lent to every session (Finish samples one at a time)
 	queue   chan *session.Session // admitted, not yet active
 	retired chan *session.Session // finished, for the results side
 	stop    chan struct{}         // closed by Close: no more admissions
@@ -288,6 +290,7 @@ func (s *Scheduler) admit(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		q.KV = s.freeKV[len(s.freeKV)-1]
+		q.Scratch = &s.scratch
 		s.freeKV = s.freeKV[:len(s.freeKV)-1]
 		s.active = append(s.active, q)
 		s.mu.Unlock()
@@ -488,4 +491,5 @@ func (s *Scheduler) release(q *session.Session) {
 	s.KV.Free(q.KV)
 	s.freeKV = append(s.freeKV, q.KV)
 	q.KV = -1
+	q.Scratch = nil
 }
