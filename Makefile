@@ -50,7 +50,7 @@ test-kernels:
 
 test-race:
 	$(GO) test -count=1 -race -short $(PKGS)
-	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./decode/...
+	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./sched/... ./session/...
 
 test-all: test test-purego test-simd test-kernels test-race
 
