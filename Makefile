@@ -68,7 +68,7 @@ fuzz:
 	$(call fuzz1,FuzzReadLlama2C,tokenizer)
 	$(call fuzz1,FuzzSplitGPT2,tokenizer)
 	$(call fuzz1,FuzzBPERoundTrip,tokenizer)
-	$(call fuzz1,FuzzReadLlama2CVocab,model/synth)
+	$(call fuzz1,FuzzReadLlama2CVocab,tokenizer)
 	$(call fuzz1,FuzzPipelineTOML,pipelines)
 	$(call fuzz1,FuzzReader,batch)
 	$(call fuzz1,FuzzDone,batch)

@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
 	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/tensor"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 func cmdQuantize(ctx context.Context, e *env, args []string) error {
@@ -197,7 +197,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := synth.LoadLlama2CVocab(tok)
+		v, err := tokenizer.LoadLlama2CVocab(tok)
 		if err != nil {
 			return nil, err
 		}
@@ -215,17 +215,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 				r.kv = append(r.kv, gguf.KV{Key: k, Value: l.Meta[k]})
 			}
 		}
-		r.kv = append(r.kv,
-			gguf.KV{Key: "tokenizer.ggml.model", Value: "llama"},
-			gguf.KV{Key: "tokenizer.ggml.tokens", Value: v.Tokens},
-			gguf.KV{Key: "tokenizer.ggml.scores", Value: v.Scores},
-			gguf.KV{Key: "tokenizer.ggml.token_type", Value: v.Types},
-			gguf.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
-			gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
-			gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
-			gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
-			gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
-		)
+		r.kv = append(r.kv, v.GGUF()...)
 	default:
 		return nil, fmt.Errorf("%s: cannot rewrite a %v model", in, src.Format)
 	}
