@@ -3,7 +3,6 @@ package model
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -171,7 +170,7 @@ func (l *Loaded) WriteMerged(ctx context.Context, path string, adapters ...*lora
 			}
 			dt := t.DType
 			if w != nil {
-				raw, dt = f32Bytes(w), tensor.F32
+				raw, dt = tensor.F32Bytes(w), tensor.F32
 			}
 			if err := gw.AddTensor(t.Name, dt, t.Shape, raw); err != nil {
 				return fmt.Errorf("model: %s: %w", path, err)
@@ -194,14 +193,6 @@ func (l *Loaded) WriteMerged(ctx context.Context, path string, adapters ...*lora
 		return writeFile(path, func(f io.Writer) error { return llama2c.Write(f, lf.Config, ts) })
 	}
 	return fmt.Errorf("model: %s: cannot write a merged %s model", src.Path, src.Format)
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
 }
 
 // sameFile reports whether a and b name one existing file.

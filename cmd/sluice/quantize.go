@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -66,7 +64,7 @@ func cmdQuantize(ctx context.Context, e *env, args []string) error {
 				if err != nil {
 					return err
 				}
-				_, err = out.Write(f32Bytes(vals))
+				_, err = out.Write(tensor.F32Bytes(vals))
 				return err
 			})
 		default:
@@ -323,14 +321,6 @@ func writeGGUF(w *gguf.Writer, path string) (int64, error) {
 		return 0, err
 	}
 	return st.Size(), nil
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
 }
 
 // sameFile reports whether a and b name the same existing file.
