@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/compress/lora"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/pipelines"
 )
 
@@ -195,7 +196,7 @@ func cmdLora(ctx context.Context, e *env, args []string) error {
 		}
 		ads = append(ads, ad)
 	}
-	if err := l.WriteMerged(ctx, *out, ads...); err != nil {
+	if err := modelfile.WriteMerged(ctx, l, *out, ads...); err != nil {
 		return err
 	}
 	n := 0

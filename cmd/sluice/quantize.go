@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/tensor"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -173,7 +173,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 	if out == "" {
 		return nil, fmt.Errorf("-o FILE is required: %w", errUsage)
 	}
-	if same, err := sameFile(in, out); err == nil && same {
+	if same, err := modelfile.SameFile(in, out); err == nil && same {
 		return nil, fmt.Errorf("-o %s is the input model itself", out)
 	}
 	src, err := model.OpenSource(in)
@@ -321,19 +321,4 @@ func writeGGUF(w *gguf.Writer, path string) (int64, error) {
 		return 0, err
 	}
 	return st.Size(), nil
-}
-
-// sameFile reports whether a and b name the same existing file.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
