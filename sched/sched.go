@@ -6,15 +6,20 @@
 // One step is one forward pass of one batch. A step's batch holds one decode
 // row for every session that is generating, then prefill chunks of sessions
 // still reading their prompt (oldest first, each at most PrefillChunk rows),
-// until MaxBatchTokens rows — vLLM's max_num_batched_tokens. Because the
-// kernels fix the reduction order of every output element by shape alone, a
-// session's logits do not depend on which other sessions shared its steps:
-// its output is byte-identical whether it ran alone or among 63 others.
+// until MaxBatchTokens rows — vLLM's max_num_batched_tokens. A pass runs one
+// LoRA adapter set, the oldest active session's: sessions on another set wait
+// until the oldest active session is on theirs. Because the kernels fix the
+// reduction order of every output element by shape alone, a session's logits
+// do not depend on which other sessions shared its steps: its output is
+// byte-identical whether it ran alone or among 63 others.
 //
-// The scheduler is driven by two calls per step, Plan and Finish, made by the
-// graph's scheduler and sample stages (package stages). Exactly one step is in
-// flight at a time, so they never overlap; the kernel pool works on the rows of
-// that one pass.
+// The scheduler is driven by three calls per step, made by the graph's stages
+// (package stages): Plan (scheduler stage) picks the rows, Reserve (embed
+// stage, after any drafter has added rows) takes their KV-cache pass, and
+// Finish (sample stage) ends the pass and hands each session its logits or,
+// after a verifier, its accepted tokens. Exactly one step is in flight at a
+// time, so they never overlap; the kernel pool works on the rows of that one
+// pass.
 package sched
 
 import (
@@ -233,8 +238,9 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, KV: s.KV.Stats()}
 }
 
-// Plan builds the next step's batch into st and reserves its KV slots. It
-// waits while there is nothing to run. It returns an error only when ctx ends.
+// Plan builds the next step's batch into st (Reserve then takes its KV
+// slots). It waits while there is nothing to run. It returns an error only
+// when ctx ends.
 func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 	st.Spans, st.Err, st.Done = st.Spans[:0], nil, false
 	for {
