@@ -166,13 +166,21 @@ func testStepAllocs(t *testing.T, path string, threads, seqs int) {
 			}
 		}
 	}
+	// AllocsPerRun counts every allocation of the process, the runtime's
+	// background ones too; with the profile of the same steps (and of the
+	// warm-up run before them) those are told apart, so that a scavenger
+	// timer on a loaded machine does not fail the test and nothing of ours
+	// passes it.
 	var allocs float64
-	n, where := allocSites(func() { allocs = testing.AllocsPerRun(1, run) })
+	ours, runtimes, where := allocSites(func() { allocs = testing.AllocsPerRun(1, run) })
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if allocs != 0 {
-		t.Errorf("%v allocations in %d steps of a warm engine, want 0; the profile has %d in these and the %d before:\n%s", allocs, steps, n, steps, where)
+	switch {
+	case ours > 0:
+		t.Errorf("a warm engine allocates: %d allocations by sluice code in the profile of %d steps (AllocsPerRun: %v in the last %d), want none:\n%s", ours, 2*steps, allocs, steps, where)
+	case allocs != 0:
+		t.Logf("%v allocations in %d steps, all of them the runtime's own (%d in the profile)", allocs, steps, runtimes)
 	}
 	if seqs > 1 {
 		if !cohort[0].Done() || cohort[len(cohort)-1].Cached == 0 {
@@ -189,10 +197,11 @@ func testStepAllocs(t *testing.T, path string, threads, seqs int) {
 	}
 }
 
-// allocSites runs f and returns how many allocations the profile recorded
-// during it and where, most frequent first (the frames of this module, or all
-// of them for the runtime's own).
-func allocSites(f func()) (n int64, where string) {
+// allocSites runs f and returns the allocations the profile recorded during
+// it: those made by sluice code (ours, where: the most frequent sites) and
+// the runtime's own (background goroutines: scavenger timers, sudogs a parked
+// goroutine takes after a GC), which testing.AllocsPerRun counts as well.
+func allocSites(f func()) (ours, runtimes int64, where string) {
 	snapshot := func() map[[32]uintptr]int64 {
 		runtime.GC() // the profile is published at the end of a GC cycle
 		runtime.GC()
@@ -217,25 +226,26 @@ func allocSites(f func()) (n int64, where string) {
 		if d <= 0 {
 			continue
 		}
-		text, all, mine := "", "", false
+		text, snap, sudog := "", false, false
 		frames := runtime.CallersFrames(stack[:])
 		for more := true; more; {
 			var fr runtime.Frame
 			fr, more = frames.Next()
-			if strings.Contains(fr.Function, "allocSites.func") {
-				mine = true // the snapshot's own map
-			}
-			line := fmt.Sprintf("    %s (%s:%d)\n", fr.Function, filepath.Base(fr.File), fr.Line)
-			all += line
-			if strings.HasPrefix(fr.Function, "github.com/sluicehq/sluice/") {
-				text += line
+			switch {
+			case strings.Contains(fr.Function, "allocSites.func"):
+				snap = true // the snapshot's own map
+			case fr.Function == "runtime.acquireSudog":
+				sudog = true // a goroutine parking: the runtime refills its cache after a GC
+			case strings.HasPrefix(fr.Function, "github.com/sluicehq/sluice/"):
+				text += fmt.Sprintf("    %s (%s:%d)\n", fr.Function, filepath.Base(fr.File), fr.Line)
 			}
 		}
-		if text == "" {
-			text = all // the runtime's own, or the standard library's
-		}
-		if !mine {
-			n += d
+		switch {
+		case snap:
+		case text == "" || sudog:
+			runtimes += d
+		default:
+			ours += d
 			sites = append(sites, site{d, text})
 		}
 	}
@@ -243,7 +253,7 @@ func allocSites(f func()) (n int64, where string) {
 	for _, s := range sites[:min(len(sites), 6)] {
 		where += fmt.Sprintf("  %d at\n%s", s.n, s.text)
 	}
-	return n, where
+	return ours, runtimes, where
 }
 
 func allDone(qs []*session.Session) bool {
