@@ -6,7 +6,7 @@ SHARED  ?= ../shared/models
 BIN     := bin/sluice
 export GOFLAGS ?= -trimpath
 
-.PHONY: all build demo test test-purego test-simd test-kernels test-race test-all fuzz bench golden lint fmt fmt-check vet tidy-check ci clean
+.PHONY: all build demo test test-purego test-simd test-kernels test-race test-all fuzz fuzz-check bench golden lint fmt fmt-check vet tidy-check ci clean
 
 all: lint test-all
 
@@ -50,23 +50,49 @@ test-kernels:
 
 test-race:
 	$(GO) test -count=1 -race -short $(PKGS)
-	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./decode/...
+	GOEXPERIMENT=simd $(GO) test -count=1 -race -short ./kernels/... ./sched/... ./session/...
 
 test-all: test test-purego test-simd test-kernels test-race
 
-# Count-bounded fuzzing: deterministic CI cost.
+# Count-bounded fuzzing: deterministic CI cost. Every `func Fuzz` in the repo
+# runs here (fuzz-check, part of lint, fails when one is missing). FUZZX is
+# the count per target; the slow ones (a random cache program, a synctest
+# loop per input) take FUZZX_SLOW.
+FUZZX_SLOW ?= 300x
+fuzz1 = $(GO) test -run='^$$' -fuzz='^$(1)$$' -fuzztime=$(if $(3),$(3),$(FUZZX)) ./$(2)
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzGGUFHeader$$' -fuzztime=$(FUZZX) ./format/gguf
-	$(GO) test -run='^$$' -fuzz='^FuzzLlama2cHeader$$' -fuzztime=$(FUZZX) ./format/llama2c
-	$(GO) test -run='^$$' -fuzz='^FuzzTokenizerRoundTrip$$' -fuzztime=$(FUZZX) ./tokenizer
-	$(GO) test -run='^$$' -fuzz='^FuzzPipelineTOML$$' -fuzztime=$(FUZZX) ./pipelines
-	$(GO) test -run='^$$' -fuzz='^FuzzReader$$' -fuzztime=$(FUZZX) ./batch
-	$(GO) test -run='^$$' -fuzz='^FuzzReadLlama2CVocab$$' -fuzztime=$(FUZZX) ./model/synth
-	$(GO) test -run='^$$' -fuzz='^FuzzHeader$$' -fuzztime=$(FUZZX) ./format/safetensors
-	$(GO) test -run='^$$' -fuzz='^FuzzParseLoraSpec$$' -fuzztime=$(FUZZX) ./cmd/sluice
-	$(GO) test -run='^$$' -fuzz='^FuzzParseNM$$' -fuzztime=$(FUZZX) ./cmd/sluice
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRow24$$' -fuzztime=$(FUZZX) ./compress/prune
-	$(GO) test -run='^$$' -fuzz='^FuzzHFConfig$$' -fuzztime=$(FUZZX) ./convert
+	$(call fuzz1,FuzzGGUFHeader,format/gguf)
+	$(call fuzz1,FuzzLlama2cHeader,format/llama2c)
+	$(call fuzz1,FuzzHeader,format/safetensors)
+	$(call fuzz1,FuzzTokenizerRoundTrip,tokenizer)
+	$(call fuzz1,FuzzReadLlama2C,tokenizer)
+	$(call fuzz1,FuzzSplitGPT2,tokenizer)
+	$(call fuzz1,FuzzBPERoundTrip,tokenizer)
+	$(call fuzz1,FuzzReadLlama2CVocab,tokenizer)
+	$(call fuzz1,FuzzPipelineTOML,pipelines)
+	$(call fuzz1,FuzzReader,batch)
+	$(call fuzz1,FuzzDone,batch)
+	$(call fuzz1,FuzzParseLoraSpec,cmd/sluice)
+	$(call fuzz1,FuzzParseNM,cmd/sluice)
+	$(call fuzz1,FuzzDecodeRow24,compress/prune)
+	$(call fuzz1,FuzzDecode24,compress/prune)
+	$(call fuzz1,FuzzParseScheme,compress/quant)
+	$(call fuzz1,FuzzDequantizeRow,compress/quant)
+	$(call fuzz1,FuzzConfig,compress/lora)
+	$(call fuzz1,FuzzHFConfig,convert)
+	$(call fuzz1,FuzzDist,sample)
+	$(call fuzz1,FuzzMatVec,kernels)
+	$(call fuzz1,FuzzAttentionMask,kernels)
+	$(call fuzz1,FuzzCacheOps,kvcache,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzLoop,graph,$(FUZZX_SLOW))
+
+fuzz-check:
+	@missing=$$(grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \
+		d=$${f%/*}; d=$${d#./}; \
+		for n in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			grep -Eq "fuzz1,$$n,$$d(,|\))" Makefile || echo "  $$n in ./$$d"; \
+		done; done); \
+	if [ -n "$$missing" ]; then echo "fuzz targets missing from 'make fuzz':"; echo "$$missing"; exit 1; fi
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./kernels/... ./sample/... | tee bench.txt
@@ -84,7 +110,7 @@ vet:
 tidy-check:
 	$(GO) mod tidy -diff
 
-lint: fmt-check vet tidy-check
+lint: fmt-check vet tidy-check fuzz-check
 
 ci: lint test-all fuzz
 

@@ -9,7 +9,8 @@
 //	res, err := eng.Complete(ctx, sluice.Request{Prompt: "Once upon a time", MaxNewTokens: 64})
 //
 // An Engine is long-lived: requests from every goroutine join one continuous
-// batch (each step's forward pass carries a row of every generating request),
+// batch (each step's forward pass carries a row of every generating request
+// on the same LoRA adapter set as the oldest one; see package sched),
 // tokens stream out as they are sampled (Generate), and each request ends
 // alone when its context is cancelled or its deadline passes.
 package sluice

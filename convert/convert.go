@@ -30,8 +30,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/tensor"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // Sentinel errors; every error from this package wraps one of them or an
@@ -147,51 +147,35 @@ type metadata struct {
 // write adds the general.*, llama.* and (with o.Tokenizer) tokenizer.ggml.*
 // keys. src names the input in errors.
 func (m metadata) write(w *gguf.Writer, src string, o Options) error {
-	kvs := []struct {
-		key   string
-		value any
-	}{
-		{"general.architecture", "llama"},
-		{"general.name", m.name},
-		{"general.file_type", uint32(0)}, // LLAMA_FTYPE_ALL_F32
-		{"llama.context_length", uint32(m.context)},
-		{"llama.embedding_length", uint32(m.dim)},
-		{"llama.block_count", uint32(m.layers)},
-		{"llama.feed_forward_length", uint32(m.hidden)},
-		{"llama.rope.dimension_count", uint32(m.dim / m.heads)},
-		{"llama.attention.head_count", uint32(m.heads)},
-		{"llama.attention.head_count_kv", uint32(m.kvHeads)},
-		{"llama.attention.layer_norm_rms_epsilon", m.eps},
-		{"llama.rope.freq_base", m.ropeBase},
-		{"llama.vocab_size", uint32(m.vocab)},
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.name", Value: m.name},
+		{Key: "general.file_type", Value: uint32(0)}, // LLAMA_FTYPE_ALL_F32
+		{Key: "llama.context_length", Value: uint32(m.context)},
+		{Key: "llama.embedding_length", Value: uint32(m.dim)},
+		{Key: "llama.block_count", Value: uint32(m.layers)},
+		{Key: "llama.feed_forward_length", Value: uint32(m.hidden)},
+		{Key: "llama.rope.dimension_count", Value: uint32(m.dim / m.heads)},
+		{Key: "llama.attention.head_count", Value: uint32(m.heads)},
+		{Key: "llama.attention.head_count_kv", Value: uint32(m.kvHeads)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: m.eps},
+		{Key: "llama.rope.freq_base", Value: m.ropeBase},
+		{Key: "llama.vocab_size", Value: uint32(m.vocab)},
 	}
 	if o.Tokenizer == "" {
 		o.Logger.Warn().Str("input", src).Msg("no --tokenizer given: the GGUF has no vocabulary (tokenizer.json is not supported yet); load it with --tokenizer tokenizer.bin")
 	} else {
-		v, err := synth.LoadLlama2CVocab(o.Tokenizer)
+		v, err := tokenizer.LoadLlama2CVocab(o.Tokenizer)
 		if err != nil {
 			return fmt.Errorf("convert: %w", err)
 		}
 		if v.Len() != m.vocab {
 			return fmt.Errorf("%w: %s has %d pieces, %s a vocabulary of %d", ErrVocab, o.Tokenizer, v.Len(), src, m.vocab)
 		}
-		kvs = append(kvs, []struct {
-			key   string
-			value any
-		}{
-			{"tokenizer.ggml.model", "llama"},
-			{"tokenizer.ggml.tokens", v.Tokens},
-			{"tokenizer.ggml.scores", v.Scores},
-			{"tokenizer.ggml.token_type", v.Types},
-			{"tokenizer.ggml.bos_token_id", uint32(1)},
-			{"tokenizer.ggml.eos_token_id", uint32(2)},
-			{"tokenizer.ggml.unknown_token_id", uint32(0)},
-			{"tokenizer.ggml.add_bos_token", true},
-			{"tokenizer.ggml.add_eos_token", false},
-		}...)
+		kvs = append(kvs, v.GGUF()...)
 	}
 	for _, kv := range kvs {
-		if err := w.AddKV(kv.key, kv.value); err != nil {
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
 			return fmt.Errorf("convert: %s: %w", src, err)
 		}
 	}

@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -206,17 +205,9 @@ func HF(dir string, o Options) (*gguf.Writer, error) {
 				return nil, fmt.Errorf("convert: %s: tensor %s: %w", file, t.hf, err)
 			}
 		}
-		if err := w.AddTensor(t.gguf, tensor.F32, t.shape, f32Bytes(v)); err != nil {
+		if err := w.AddTensor(t.gguf, tensor.F32, t.shape, tensor.F32Bytes(v)); err != nil {
 			return nil, fmt.Errorf("convert: %s: %w", file, err)
 		}
 	}
 	return w, nil
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

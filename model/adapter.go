@@ -1,22 +1,13 @@
 package model
 
 import (
-	"bufio"
-	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/sluicehq/sluice/compress/lora"
-	"github.com/sluicehq/sluice/format/gguf"
-	"github.com/sluicehq/sluice/format/llama2c"
-	"github.com/sluicehq/sluice/offload"
-	"github.com/sluicehq/sluice/tensor"
 )
 
 // ErrAdapter marks a LoRA adapter that does not fit the base model or is not
@@ -91,156 +82,6 @@ func FitAdapter(ad *lora.Adapter, src *Source, a Arch, o AdapterOptions) error {
 		if err := ad.PermuteQK(a.Heads, a.KVHeads); err != nil {
 			return fmt.Errorf("%w: %w", ErrAdapter, err)
 		}
-	}
-	return nil
-}
-
-// WriteMerged writes a copy of l's model file to path with adapters merged
-// into the weights: W' = W + scale·B·A per adapted module (α/r, α/√r with
-// rsLoRA, times AdapterOptions.Scale), in the order given. The output has the
-// base's format: a GGUF keeps every metadata key, the tokenizer and the
-// untouched tensors byte for byte, and stores each adapted tensor as F32 (a
-// quantized base is dequantized for the merge and not requantized, so the
-// merge loses nothing); a llama2.c checkpoint stays a llama2.c checkpoint.
-// The adapters must fit the model (FitAdapter).
-func (l *Loaded) WriteMerged(ctx context.Context, path string, adapters ...*lora.Adapter) error {
-	src := l.Source
-	if same, err := sameFile(src.Path, path); err != nil || same {
-		if err == nil {
-			err = fmt.Errorf("%w: the output %s is the base model itself", ErrAdapter, path)
-		}
-		return err
-	}
-	mods := map[string][]*lora.Module{}
-	for _, ad := range adapters {
-		for i := range ad.Modules {
-			m := &ad.Modules[i]
-			if _, ok := src.Tensor(m.Tensor); !ok || m.Tensor == "" {
-				return fmt.Errorf("%w: module %s adapts %q, which %s does not have", ErrAdapter, m.Name, m.Tensor, src.Path)
-			}
-			mods[m.Tensor] = append(mods[m.Tensor], m)
-		}
-	}
-	var pins []offload.Pinned
-	defer func() {
-		for _, p := range pins {
-			p.Release()
-		}
-	}()
-	// read pins a tensor: its raw bytes for an unadapted GGUF tensor, else
-	// float32 values with the adapters merged in (pins are held until the write ends).
-	read := func(t tensor.Info) ([]byte, []float32, error) {
-		r := offload.Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, Offset: t.Offset, Size: t.Size}
-		p, err := l.Store.Acquire(ctx, r)
-		if err != nil {
-			return nil, nil, err
-		}
-		pins = append(pins, p)
-		ms := mods[t.Name]
-		if len(ms) == 0 && src.Format == GGUF {
-			return p.Bytes(), nil, nil
-		}
-		rows, cols := r.Rows(), r.Cols()
-		w := make([]float32, rows*cols)
-		rb, err := t.DType.RowBytes(cols)
-		if err != nil {
-			return nil, nil, fmt.Errorf("model: %s: tensor %s: %w", src.Path, t.Name, err)
-		}
-		for i := range rows { // row by row: grouped layouts restart their groups on every row
-			tensor.DequantizeRow(w[i*cols:(i+1)*cols], p.Bytes()[int64(i)*rb:], t.DType, cols)
-		}
-		for _, m := range ms {
-			if err := m.Merge(w, rows, cols); err != nil {
-				return nil, nil, fmt.Errorf("model: %s: tensor %s: %w", src.Path, t.Name, err)
-			}
-		}
-		return nil, w, nil
-	}
-	switch src.Format {
-	case GGUF:
-		gw := gguf.NewWriter()
-		for _, kv := range src.GGUF.KV {
-			if err := gw.AddKV(kv.Key, kv.Value); err != nil {
-				return fmt.Errorf("model: %s: %w", src.Path, err)
-			}
-		}
-		for _, t := range src.Tensors {
-			raw, w, err := read(t)
-			if err != nil {
-				return err
-			}
-			dt := t.DType
-			if w != nil {
-				raw, dt = f32Bytes(w), tensor.F32
-			}
-			if err := gw.AddTensor(t.Name, dt, t.Shape, raw); err != nil {
-				return fmt.Errorf("model: %s: %w", path, err)
-			}
-		}
-		return gw.WriteFile(path)
-	case Llama2C:
-		lf, err := llama2c.Open(src.Path)
-		if err != nil {
-			return err
-		}
-		ts := map[string][]float32{}
-		for _, t := range src.Tensors {
-			_, w, err := read(t)
-			if err != nil {
-				return err
-			}
-			ts[t.Name] = w
-		}
-		return writeFile(path, func(f io.Writer) error { return llama2c.Write(f, lf.Config, ts) })
-	}
-	return fmt.Errorf("model: %s: cannot write a merged %s model", src.Path, src.Format)
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
-
-// sameFile reports whether a and b name one existing file.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, fmt.Errorf("model: %w", err)
-	}
-	sb, err := os.Stat(b)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("model: %w", err)
-	}
-	return os.SameFile(sa, sb), nil
-}
-
-// writeFile writes path through a temporary file renamed into place, so a
-// failed write never leaves half a model behind.
-func writeFile(path string, fn func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("model: %w", err)
-	}
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	err = fn(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("model: write %s: %w", path, err)
 	}
 	return nil
 }

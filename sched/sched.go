@@ -6,15 +6,20 @@
 // One step is one forward pass of one batch. A step's batch holds one decode
 // row for every session that is generating, then prefill chunks of sessions
 // still reading their prompt (oldest first, each at most PrefillChunk rows),
-// until MaxBatchTokens rows — vLLM's max_num_batched_tokens. Because the
-// kernels fix the reduction order of every output element by shape alone, a
-// session's logits do not depend on which other sessions shared its steps:
-// its output is byte-identical whether it ran alone or among 63 others.
+// until MaxBatchTokens rows — vLLM's max_num_batched_tokens. A pass runs one
+// LoRA adapter set, the oldest active session's: sessions on another set wait
+// until the oldest active session is on theirs. Because the kernels fix the
+// reduction order of every output element by shape alone, a session's logits
+// do not depend on which other sessions shared its steps: its output is
+// byte-identical whether it ran alone or among 63 others.
 //
-// The scheduler is driven by two calls per step, Plan and Finish, made by the
-// graph's scheduler and sample stages (package stages). Exactly one step is in
-// flight at a time, so they never overlap; the kernel pool works on the rows of
-// that one pass.
+// The scheduler is driven by three calls per step, made by the graph's stages
+// (package stages): Plan (scheduler stage) picks the rows, Reserve (embed
+// stage, after any drafter has added rows) takes their KV-cache pass, and
+// Finish (sample stage) ends the pass and hands each session its logits or,
+// after a verifier, its accepted tokens. Exactly one step is in flight at a
+// time, so they never overlap; the kernel pool works on the rows of that one
+// pass.
 package sched
 
 import (
@@ -26,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 )
 
@@ -118,6 +124,7 @@ type Scheduler struct {
 	KV *kvcache.Cache
 
 	vocab   int
+	scratch sample.Scratch        // the sampler's, lent to every session (Finish samples one at a time)
 	queue   chan *session.Session // admitted, not yet active
 	retired chan *session.Session // finished, for the results side
 	stop    chan struct{}         // closed by Close: no more admissions
@@ -231,8 +238,9 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, KV: s.KV.Stats()}
 }
 
-// Plan builds the next step's batch into st and reserves its KV slots. It
-// waits while there is nothing to run. It returns an error only when ctx ends.
+// Plan builds the next step's batch into st (Reserve then takes its KV
+// slots). It waits while there is nothing to run. It returns an error only
+// when ctx ends.
 func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 	st.Spans, st.Err, st.Done = st.Spans[:0], nil, false
 	for {
@@ -288,6 +296,7 @@ func (s *Scheduler) admit(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		q.KV = s.freeKV[len(s.freeKV)-1]
+		q.Scratch = &s.scratch
 		s.freeKV = s.freeKV[:len(s.freeKV)-1]
 		s.active = append(s.active, q)
 		s.mu.Unlock()
@@ -488,4 +497,5 @@ func (s *Scheduler) release(q *session.Session) {
 	s.KV.Free(q.KV)
 	s.freeKV = append(s.freeKV, q.KV)
 	q.KV = -1
+	q.Scratch = nil
 }

@@ -91,6 +91,10 @@ type Session struct {
 
 	// KV is the KV-cache sequence the scheduler gave this session; -1 when none.
 	KV int32
+	// Scratch is the sampler's working memory; nil uses the session's own.
+	// The scheduler lends every session the same one (it samples them one at
+	// a time), so a session that joins finds it grown.
+	Scratch *sample.Scratch
 
 	cancel  context.CancelFunc
 	tok     tokenizer.Tokenizer
@@ -99,9 +103,17 @@ type Session struct {
 	noStop  bool
 	sampler *sample.Sampler
 	scratch sample.Scratch
-	text    strings.Builder        // the completion, as streamed
-	dec     *tokenizer.TextDecoder // bytes of the generated tokens → complete UTF-8
+	// Streaming (only with OnToken): dec turns the generated tokens' bytes
+	// into complete UTF-8, out is its scratch for one token, and held is an
+	// append-only chunk for the text OnToken gets that is not a vocabulary
+	// piece as is (a character assembled from byte pieces, U+FFFD).
+	dec  *tokenizer.TextDecoder
+	out  []byte
+	held strings.Builder
 }
+
+// heldChunk is the size of a session's chunks of assembled streamed text.
+const heldChunk = 1 << 10
 
 // New tokenizes a request. A request that cannot run comes back finished
 // with Err set; it is never an error of the whole run. Options.Timeout bounds
@@ -159,7 +171,11 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		room = min(room, s.NPrompt+s.maxNew)
 	}
 	s.Tokens = slices.Grow(s.Tokens, room-s.NPrompt)
-	s.dec = tokenizer.NewTextDecoderAfter(tok, s.Tokens[s.NPrompt-1])
+	if req.OnToken != nil {
+		s.dec = tokenizer.NewTextDecoderAfter(tok, s.Tokens[s.NPrompt-1])
+		s.out = make([]byte, 0, 128)
+		s.held.Grow(heldChunk)
+	}
 	return s
 }
 
@@ -169,8 +185,15 @@ func (s *Session) Done() bool { return s.Finish != "" }
 // Generated is the number of new tokens.
 func (s *Session) Generated() int { return len(s.Tokens) - s.NPrompt }
 
-// Completion is the generated text as it was streamed.
-func (s *Session) Completion() string { return s.text.String() }
+// Completion is the generated text: what OnToken was given, concatenated
+// (tokenizer.Decode of the generated tokens after the prompt's last one). It
+// is decoded on each call, not kept while generating.
+func (s *Session) Completion() string {
+	if s.NPrompt == 0 || s.Generated() == 0 {
+		return ""
+	}
+	return tokenizer.Decode(s.tok, s.Tokens[s.NPrompt-1], s.Tokens[s.NPrompt:])
+}
 
 // Pending is how many tokens must go through the model before the next token
 // can be sampled: the rest of the prompt, or the last sampled token.
@@ -219,7 +242,11 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 // draw plain decoding makes at that position, so a verifier that calls it
 // along a draft tree emits exactly the tokens plain decoding would.
 func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
-	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), &s.scratch)
+	sc := s.Scratch
+	if sc == nil {
+		sc = &s.scratch
+	}
+	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), sc)
 }
 
 // Accept appends a sampled token, streams its text and applies the stop
@@ -237,11 +264,10 @@ func (s *Session) Accept(next int32) (done bool) {
 		s.end(FinishStop)
 		return true
 	}
+	prev := s.Tokens[len(s.Tokens)-1]
 	s.Tokens = append(s.Tokens, next)
-	piece := s.dec.Next(next)
-	s.text.WriteString(piece)
 	if s.Req.OnToken != nil {
-		s.Req.OnToken(next, piece)
+		s.Req.OnToken(next, s.streamText(prev, next))
 	}
 	// The token predicted at the last slot of the context is emitted, as
 	// llama2.c's run.c does, but cannot be fed back.
@@ -256,6 +282,35 @@ func (s *Session) Sampler() *sample.Sampler { return s.sampler }
 
 // Context is the KV slots the session may fill.
 func (s *Session) Context() int { return s.context }
+
+// streamText is the text that token next (after prev) completes. Usually that
+// is its vocabulary piece, returned as is; text the decoder had to assemble
+// is held in an append-only chunk and handed out as a slice of it. Neither
+// allocates per token, and OnToken may keep the string.
+func (s *Session) streamText(prev, next int32) string {
+	p := s.tok.Piece(prev, next)
+	s.out = s.dec.AppendNext(s.out[:0], next)
+	if string(s.out) == p {
+		return p
+	}
+	return s.hold(s.out)
+}
+
+// hold copies b into s.held and returns it as a string that stays valid: a
+// strings.Builder never changes bytes it has written. A full chunk is
+// replaced by a new one; the strings cut from it keep it alive.
+func (s *Session) hold(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s.held.Cap()-s.held.Len() < len(b) {
+		s.held = strings.Builder{}
+		s.held.Grow(max(heldChunk, len(b)))
+	}
+	n := s.held.Len()
+	s.held.Write(b)
+	return s.held.String()[n:]
+}
 
 // Cancel ends s with finish reason cancelled (unless it is done already).
 func (s *Session) Cancel(cause error) {
@@ -282,13 +337,9 @@ func (s *Session) fail(err error) *Session {
 
 func (s *Session) end(reason string) {
 	s.Finish, s.End = reason, time.Now()
-	if s.dec != nil {
-		if rest := s.dec.Flush(); rest != "" {
-			s.text.WriteString(rest)
-			if s.Req.OnToken != nil {
-				s.Req.OnToken(-1, rest)
-			}
-		}
+	if s.dec != nil && s.dec.Pending() > 0 {
+		s.out = s.dec.AppendFlush(s.out[:0])
+		s.Req.OnToken(-1, s.hold(s.out))
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -78,6 +78,16 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
+// F32Bytes returns v in the F32 layout of GGUF, llama2.c and safetensors
+// data: little-endian IEEE 754 binary32, bits unchanged (NaN payloads too).
+func F32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
 // DequantizeRow writes n float32 values decoded from src (laid out as dtype t)
 // into dst. It is the plain reference decoding every kernel is tested against.
 // Extension dtypes (see RegisterCodec) are decoded by their Codec.

@@ -119,3 +119,18 @@ func TestQ8_0TiesAwayFromZero(t *testing.T) {
 		t.Fatalf("ties: got %d %d, want 3 -3", int8(q[3]), int8(q[4]))
 	}
 }
+
+func TestF32Bytes(t *testing.T) {
+	v := []float32{1, -2.5, float32(math.Inf(-1)), math.Float32frombits(0x7fc00001), 0}
+	b := F32Bytes(v)
+	if len(b) != 4*len(v) || b[0] != 0x00 || b[3] != 0x3f {
+		t.Fatalf("F32Bytes(1, …) = % x, want 00 00 80 3f first", b)
+	}
+	got := make([]float32, len(v))
+	DequantizeRow(got, b, F32, len(v))
+	for i := range v {
+		if math.Float32bits(got[i]) != math.Float32bits(v[i]) {
+			t.Errorf("element %d: bits %#x, want %#x", i, math.Float32bits(got[i]), math.Float32bits(v[i]))
+		}
+	}
+}

@@ -8,6 +8,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
+
+	"github.com/sluicehq/sluice/format/gguf"
 )
 
 // maxLlama2CTokenLength bounds the header's max_token_length (real files have
@@ -42,53 +45,11 @@ func LoadLlama2C(path string, vocabSize int) (*SPM, error) {
 // "<0xXX>" pieces are byte-fallback pieces, everything else is normal. Pieces
 // hold plain spaces, so Encode does not escape ' ' to "▁".
 func ReadLlama2C(r io.Reader, name string, vocabSize int) (*SPM, error) {
-	d := &l2cReader{r: r, name: name}
-	var hdr [4]byte
-	if err := d.full(hdr[:], "max_token_length (i32)"); err != nil {
+	pieces, scores, err := readLlama2C(r, name, vocabSize)
+	if err != nil {
 		return nil, err
 	}
-	maxLen := int32(binary.LittleEndian.Uint32(hdr[:]))
-	if maxLen < 0 || maxLen > maxLlama2CTokenLength {
-		return nil, fmt.Errorf("tokenizer: %s: offset 0: max_token_length %d outside [0, %d]: %w", name, maxLen, maxLlama2CTokenLength, ErrFormat)
-	}
-	capacity := vocabSize
-	if capacity <= 0 || capacity > 1<<16 {
-		capacity = 1 << 10
-	}
-	pieces := make([]string, 0, capacity)
-	scores := make([]float32, 0, capacity)
-	for vocabSize <= 0 || len(pieces) < vocabSize {
-		p, score, err := d.piece(len(pieces), maxLen)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		pieces = append(pieces, p)
-		scores = append(scores, score)
-	}
 	n := len(pieces)
-	if vocabSize > 0 && n == vocabSize {
-		// Count what is left, so the error says how big the file really is.
-		for {
-			_, _, err := d.piece(n, maxLen)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			n++
-		}
-	}
-	if vocabSize > 0 && n != vocabSize {
-		return nil, fmt.Errorf("tokenizer: %s has %d pieces but the model's vocabulary is %d: %w", name, n, vocabSize, ErrVocabMismatch)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("tokenizer: %s: offset %d: no pieces after the header: %w", name, d.off, ErrFormat)
-	}
-
 	bos, eos, unk := int32(-1), int32(-1), int32(-1)
 	if n > 2 {
 		bos, eos = 1, 2
@@ -109,6 +70,129 @@ func ReadLlama2C(r io.Reader, name string, vocabSize int) (*SPM, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", name, err)
 	}
 	return tok, nil
+}
+
+// readLlama2C reads the pieces and scores of a tokenizer.bin, as they are
+// stored; see ReadLlama2C for the format and vocabSize.
+func readLlama2C(r io.Reader, name string, vocabSize int) ([]string, []float32, error) {
+	d := &l2cReader{r: r, name: name}
+	var hdr [4]byte
+	if err := d.full(hdr[:], "max_token_length (i32)"); err != nil {
+		return nil, nil, err
+	}
+	maxLen := int32(binary.LittleEndian.Uint32(hdr[:]))
+	if maxLen < 0 || maxLen > maxLlama2CTokenLength {
+		return nil, nil, fmt.Errorf("tokenizer: %s: offset 0: max_token_length %d outside [0, %d]: %w", name, maxLen, maxLlama2CTokenLength, ErrFormat)
+	}
+	capacity := vocabSize
+	if capacity <= 0 || capacity > 1<<16 {
+		capacity = 1 << 10
+	}
+	pieces := make([]string, 0, capacity)
+	scores := make([]float32, 0, capacity)
+	for vocabSize <= 0 || len(pieces) < vocabSize {
+		p, score, err := d.piece(len(pieces), maxLen)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		pieces = append(pieces, p)
+		scores = append(scores, score)
+	}
+	n := len(pieces)
+	if vocabSize > 0 && n == vocabSize {
+		// Count what is left, so the error says how big the file really is.
+		for {
+			_, _, err := d.piece(n, maxLen)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			n++
+		}
+	}
+	if vocabSize > 0 && n != vocabSize {
+		return nil, nil, fmt.Errorf("tokenizer: %s has %d pieces but the model's vocabulary is %d: %w", name, n, vocabSize, ErrVocabMismatch)
+	}
+	if n == 0 {
+		return nil, nil, fmt.Errorf("tokenizer: %s: offset %d: no pieces after the header: %w", name, d.off, ErrFormat)
+	}
+	return pieces, scores, nil
+}
+
+// Vocab is a SentencePiece vocabulary in GGUF's representation
+// (tokenizer.ggml.tokens, scores and token_type): spaces inside pieces are
+// "▁", id 0 is <unk>, 1 is <s> (BOS), 2 is </s> (EOS).
+type Vocab struct {
+	Tokens []string
+	Scores []float32
+	Types  []int32 // TokenType values: 1 normal, 2 unknown, 3 control, 6 byte
+}
+
+// Len is the number of tokens.
+func (v Vocab) Len() int { return len(v.Tokens) }
+
+// GGUF returns the tokenizer.ggml.* metadata of v as a Llama SentencePiece
+// vocabulary: model "llama", unknown id 0, BOS 1, EOS 2, BOS added and EOS
+// not, as llama.cpp's converter writes a Llama 2 vocabulary.
+func (v Vocab) GGUF() []gguf.KV {
+	return []gguf.KV{
+		{Key: keyModel, Value: "llama"},
+		{Key: keyTokens, Value: v.Tokens},
+		{Key: keyScores, Value: v.Scores},
+		{Key: keyTokenType, Value: v.Types},
+		{Key: keyBOS, Value: uint32(1)},
+		{Key: keyEOS, Value: uint32(2)},
+		{Key: keyUnk, Value: uint32(0)},
+		{Key: keyAddBOS, Value: true},
+		{Key: keyAddEOS, Value: false},
+	}
+}
+
+// LoadLlama2CVocab reads a llama2.c tokenizer.bin from path (see
+// ReadLlama2CVocab).
+func LoadLlama2CVocab(path string) (Vocab, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return Vocab{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	defer fh.Close()
+	return ReadLlama2CVocab(bufio.NewReader(fh), path)
+}
+
+// ReadLlama2CVocab reads a llama2.c tokenizer.bin of any number of pieces
+// (the format is ReadLlama2C's) and converts it to GGUF's representation, as
+// llama.cpp's own vocabulary of the same model has it: plain spaces become
+// "▁", ids 1 and 2 (stored as "\n<s>\n" and "\n</s>\n") become "<s>" and "</s>"
+// of type control, id 0 is the unknown token, "<0xXX>" pieces are byte
+// tokens and the rest are normal. name identifies r in errors.
+func ReadLlama2CVocab(r io.Reader, name string) (Vocab, error) {
+	pieces, scores, err := readLlama2C(r, name, 0)
+	if err != nil {
+		return Vocab{}, err
+	}
+	v := Vocab{Tokens: make([]string, len(pieces)), Scores: scores, Types: make([]int32, len(pieces))}
+	for id, p := range pieces {
+		typ := TypeNormal
+		switch _, isByte := parseBytePiece(p); {
+		case id == 0:
+			typ = TypeUnknown
+		case id == 1:
+			p, typ = "<s>", TypeControl
+		case id == 2:
+			p, typ = "</s>", TypeControl
+		case isByte:
+			typ = TypeByte
+		default:
+			p = strings.ReplaceAll(p, " ", "\u2581")
+		}
+		v.Tokens[id], v.Types[id] = p, int32(typ)
+	}
+	return v, nil
 }
 
 // l2cReader reads a tokenizer.bin and tracks the offset for errors.

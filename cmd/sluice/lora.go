@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/compress/lora"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/pipelines"
 )
 
@@ -154,8 +155,11 @@ func cmdLora(ctx context.Context, e *env, args []string) error {
 	permute := fs.Bool("permute-qk", false, permuteQKHelp)
 	if len(args) == 0 || args[0] != "merge" {
 		fs.Usage()
-		if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		if len(args) == 0 {
 			return errUsage
+		}
+		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+			return flag.ErrHelp
 		}
 		return fmt.Errorf("lora: unknown subcommand %q (want merge): %w", args[0], errUsage)
 	}
@@ -192,7 +196,7 @@ func cmdLora(ctx context.Context, e *env, args []string) error {
 		}
 		ads = append(ads, ad)
 	}
-	if err := l.WriteMerged(ctx, *out, ads...); err != nil {
+	if err := modelfile.WriteMerged(ctx, l, *out, ads...); err != nil {
 		return err
 	}
 	n := 0

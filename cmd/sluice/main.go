@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -49,6 +51,7 @@ func init() {
 		{"bench", "bench -m MODEL [--tokenizer TOK] [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--runs 5] [--json]", "measure prefill and decode speed", cmdBench},
 		{"quantize", "quantize -m IN [--tokenizer TOK] -o OUT.gguf --type q8_0|q4_0|int8-gN|int4-gN|nf4", "write a copy of a model with quantized weight matrices", cmdQuantize},
 		{"prune", "prune -m IN [--tokenizer TOK] -o OUT.gguf (--sparsity S [--global] | --nm N:M)", "write a copy of a model with magnitude-pruned weight matrices", cmdPrune},
+		{"version", "version", "print the version of this build", cmdVersion},
 	}
 }
 
@@ -80,6 +83,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	level := global.String("log-level", "warn", "log level: debug, info, warn, error")
 	global.Usage = func() { usage(stderr) }
 	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // usage printed
+		}
 		return errUsage
 	}
 	args = global.Args()
@@ -98,18 +104,45 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		e.log = zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" {
-		usage(stdout)
-		return nil
-	}
-	for _, c := range commands {
-		if c.name == name {
-			return c.run(e.log.WithContext(ctx), e, args[1:])
+	if name == "help" {
+		if len(args) == 1 {
+			usage(stdout)
+			return nil
 		}
+		// "help CMD" is "CMD -h" with the usage on stdout.
+		if c := lookup(args[1]); c != nil && len(args) == 2 {
+			he := *e
+			he.stderr = stdout
+			return helpOK(c.run(e.log.WithContext(ctx), &he, []string{"-h"}))
+		}
+		fmt.Fprintf(stderr, "sluice help: unknown command %q\n", strings.Join(args[1:], " "))
+		usage(stderr)
+		return errUsage
+	}
+	if c := lookup(name); c != nil {
+		return helpOK(c.run(e.log.WithContext(ctx), e, args[1:]))
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", name)
 	usage(stderr)
 	return errUsage
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// helpOK turns a command's -h (flag.ErrHelp: its usage is printed) into
+// success.
+func helpOK(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
 }
 
 func usage(w io.Writer) {
@@ -120,7 +153,7 @@ func usage(w io.Writer) {
 	for _, c := range cs {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
 	}
-	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'sluice help <command>' or 'sluice <command> -h' for a command's flags.")
 }
 
 // flags makes a command's flag set, printing its usage line on -h.
@@ -128,23 +161,28 @@ func (e *env) flags(c string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		for _, cmd := range commands {
-			if cmd.name == c {
-				fmt.Fprintf(e.stderr, "Usage: sluice %s\n\n%s.\n\nFlags:\n", cmd.usage, cmd.short)
-			}
+		if cmd := lookup(c); cmd != nil {
+			fmt.Fprintf(fs.Output(), "Usage: sluice %s\n\n%s.\n", cmd.usage, cmd.short)
 		}
-		fs.PrintDefaults()
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintf(fs.Output(), "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }
 
-// parse parses flags that may be interleaved with positional arguments.
+// parse parses flags that may be interleaved with positional arguments. On
+// -h it returns flag.ErrHelp (the usage is printed), which run treats as
+// success; on a bad flag, errUsage.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, errUsage
+				return nil, flag.ErrHelp
 			}
 			return nil, errUsage
 		}
@@ -155,6 +193,53 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// cmdVersion prints the module version, the VCS revision and the Go version
+// this binary was built from.
+func cmdVersion(_ context.Context, e *env, args []string) error {
+	fs := e.flags("version")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("version: unexpected arguments %q: %w", pos, errUsage)
+	}
+	fmt.Fprintln(e.stdout, version())
+	return nil
+}
+
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "sluice (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, when, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	out := "sluice " + v
+	if rev != "" {
+		out += " " + rev[:min(len(rev), 12)] + dirty
+		if when != "" {
+			out += " " + when
+		}
+	}
+	return out + " " + bi.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }
 
 func isTTY(w io.Writer) bool {

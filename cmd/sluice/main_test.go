@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +190,65 @@ func TestUsage(t *testing.T) {
 	out, _, err := cli(t, "", "help")
 	if err != nil || !strings.Contains(out, "generate") {
 		t.Fatalf("help: %v %q", err, out)
+	}
+}
+
+// Every command's -h, -help and --help print its usage and succeed, as do
+// "help CMD" (on stdout) and the global -h.
+func TestHelp(t *testing.T) {
+	for _, c := range commands {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			args := []string{c.name, h}
+			if c.name == "lora" && h == "--help" {
+				args = []string{"lora", "merge", h} // the subcommand's flags too
+			}
+			t.Run(c.name+h, func(t *testing.T) {
+				out, stderr, err := cli(t, "", args...)
+				if err != nil {
+					t.Fatalf("%q: err %v, want nil\n%s", args, err, stderr)
+				}
+				if all := out + stderr; !strings.Contains(all, "Usage: sluice "+c.name) {
+					t.Fatalf("%q printed no usage of %s:\n%s", args, c.name, all)
+				}
+			})
+		}
+		t.Run("help-"+c.name, func(t *testing.T) {
+			out, stderr, err := cli(t, "", "help", c.name)
+			if err != nil {
+				t.Fatalf("help %s: err %v\n%s", c.name, err, stderr)
+			}
+			if !strings.Contains(out, "Usage: sluice "+c.usage) {
+				t.Fatalf("help %s: stdout lacks the usage line:\n%s", c.name, out)
+			}
+		})
+	}
+	out, stderr, err := cli(t, "", "help", "generate")
+	if err != nil || !strings.Contains(out, "-temp") || stderr != "" {
+		t.Errorf("help generate: err %v, want its flags on stdout:\nstdout %q\nstderr %q", err, out, stderr)
+	}
+	for _, h := range []string{"-h", "--help"} {
+		if out, stderr, err := cli(t, "", h); err != nil || !strings.Contains(out+stderr, "Commands:") {
+			t.Errorf("sluice %s: err %v\n%s%s", h, err, out, stderr)
+		}
+	}
+	if _, _, err := cli(t, "", "help", "frobnicate"); err != errUsage {
+		t.Errorf("help of an unknown command: err %v, want usage", err)
+	}
+	if _, _, err := cli(t, "", "generate", "--no-such-flag"); err != errUsage {
+		t.Errorf("a bad flag: err %v, want usage", err)
+	}
+	if _, _, err := cli(t, "", "lora"); err != errUsage {
+		t.Errorf("lora without a subcommand: err %v, want usage", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, stderr, err := cli(t, "", "version")
+	if err != nil || !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version: err %v, stdout %q\n%s", err, out, stderr)
+	}
+	if _, _, err := cli(t, "", "version", "extra"); !errors.Is(err, errUsage) {
+		t.Errorf("version with an argument: err %v, want usage", err)
 	}
 }
 

@@ -175,7 +175,7 @@ func cmdPrune(ctx context.Context, e *env, args []string) error {
 					}
 					data = s.Encode()
 				} else {
-					data = f32Bytes(v)
+					data = tensor.F32Bytes(v)
 				}
 				_, err = out.Write(data)
 				return err

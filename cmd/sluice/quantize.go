@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -17,8 +14,9 @@ import (
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
 	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/tensor"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 func cmdQuantize(ctx context.Context, e *env, args []string) error {
@@ -66,7 +64,7 @@ func cmdQuantize(ctx context.Context, e *env, args []string) error {
 				if err != nil {
 					return err
 				}
-				_, err = out.Write(f32Bytes(vals))
+				_, err = out.Write(tensor.F32Bytes(vals))
 				return err
 			})
 		default:
@@ -175,7 +173,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 	if out == "" {
 		return nil, fmt.Errorf("-o FILE is required: %w", errUsage)
 	}
-	if same, err := sameFile(in, out); err == nil && same {
+	if same, err := modelfile.SameFile(in, out); err == nil && same {
 		return nil, fmt.Errorf("-o %s is the input model itself", out)
 	}
 	src, err := model.OpenSource(in)
@@ -197,7 +195,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := synth.LoadLlama2CVocab(tok)
+		v, err := tokenizer.LoadLlama2CVocab(tok)
 		if err != nil {
 			return nil, err
 		}
@@ -215,17 +213,7 @@ func openRewrite(in, tok, out string) (*rewriteSource, error) {
 				r.kv = append(r.kv, gguf.KV{Key: k, Value: l.Meta[k]})
 			}
 		}
-		r.kv = append(r.kv,
-			gguf.KV{Key: "tokenizer.ggml.model", Value: "llama"},
-			gguf.KV{Key: "tokenizer.ggml.tokens", Value: v.Tokens},
-			gguf.KV{Key: "tokenizer.ggml.scores", Value: v.Scores},
-			gguf.KV{Key: "tokenizer.ggml.token_type", Value: v.Types},
-			gguf.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
-			gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
-			gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
-			gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
-			gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
-		)
+		r.kv = append(r.kv, v.GGUF()...)
 	default:
 		return nil, fmt.Errorf("%s: cannot rewrite a %v model", in, src.Format)
 	}
@@ -333,27 +321,4 @@ func writeGGUF(w *gguf.Writer, path string) (int64, error) {
 		return 0, err
 	}
 	return st.Size(), nil
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
-
-// sameFile reports whether a and b name the same existing file.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }

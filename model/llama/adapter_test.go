@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -176,7 +177,7 @@ func TestMergedEqualsUnmerged(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), tc.out)
-			if err := base.WriteMerged(t.Context(), out, ad); err != nil {
+			if err := modelfile.WriteMerged(t.Context(), base, out, ad); err != nil {
 				t.Fatal(err)
 			}
 			merged := logitsAt(t, loadModel(t, out, tc.tok), tokens, 64, "")

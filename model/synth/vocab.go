@@ -1,25 +1,21 @@
 package synth
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
-	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // GGUF token types (llama.cpp llama_token_type).
 const (
-	typeNormal  int32 = 1
-	typeUnknown int32 = 2
-	typeControl int32 = 3
-	typeByte    int32 = 6
+	typeNormal  = int32(tokenizer.TypeNormal)
+	typeUnknown = int32(tokenizer.TypeUnknown)
+	typeControl = int32(tokenizer.TypeControl)
+	typeByte    = int32(tokenizer.TypeByte)
 )
 
 // space is SentencePiece's escaped space, U+2581.
@@ -28,17 +24,9 @@ const space = "\u2581"
 // minVocab is the smallest vocabulary: <unk>, <s>, </s> and 256 byte pieces.
 const minVocab = 3 + 256
 
-// Vocab is a SentencePiece vocabulary in GGUF's representation
-// (tokenizer.ggml.tokens/scores/token_type): spaces inside pieces are "▁",
-// id 0 is <unk>, 1 is <s> (BOS), 2 is </s> (EOS).
-type Vocab struct {
-	Tokens []string
-	Scores []float32
-	Types  []int32 // 1 normal, 2 unknown, 3 control, 6 byte
-}
-
-// Len is the number of tokens.
-func (v Vocab) Len() int { return len(v.Tokens) }
+// Vocab is a SentencePiece vocabulary in GGUF's representation; a llama2.c
+// tokenizer.bin reads into one with tokenizer.LoadLlama2CVocab.
+type Vocab = tokenizer.Vocab
 
 // GeneratedVocab returns the first n tokens of sluice's generated
 // SentencePiece vocabulary: <unk>, <s>, </s>, the 256 byte pieces
@@ -56,14 +44,14 @@ func GeneratedVocab(n int) (Vocab, error) {
 		return Vocab{}, fmt.Errorf("synth: generated vocabulary of %d tokens, want %d..%d: %w", n, minVocab, minVocab+len(pieces), ErrInvalid)
 	}
 	v := Vocab{Tokens: make([]string, 0, n), Scores: make([]float32, 0, n), Types: make([]int32, 0, n)}
-	v.add("<unk>", 0, typeUnknown)
-	v.add("<s>", 0, typeControl)
-	v.add("</s>", 0, typeControl)
+	add(&v, "<unk>", 0, typeUnknown)
+	add(&v, "<s>", 0, typeControl)
+	add(&v, "</s>", 0, typeControl)
 	for b := range 256 {
-		v.add(bytePiece(byte(b)), 0, typeByte)
+		add(&v, bytePiece(byte(b)), 0, typeByte)
 	}
 	for i, p := range pieces[:n-minVocab] {
-		v.add(p, -float32(i), typeNormal)
+		add(&v, p, -float32(i), typeNormal)
 	}
 	return v, nil
 }
@@ -71,7 +59,7 @@ func GeneratedVocab(n int) (Vocab, error) {
 // MaxGeneratedVocab is the largest vocabulary GeneratedVocab can make.
 func MaxGeneratedVocab() int { return minVocab + len(generatedPieces()) }
 
-func (v *Vocab) add(tok string, score float32, typ int32) {
+func add(v *Vocab, tok string, score float32, typ int32) {
 	v.Tokens = append(v.Tokens, tok)
 	v.Scores = append(v.Scores, score)
 	v.Types = append(v.Types, typ)
@@ -196,94 +184,4 @@ func ngrams(n int) []string {
 		out[i] = g.s
 	}
 	return out
-}
-
-// maxLlama2CPieceLen bounds tokenizer.bin's max_token_length header; real
-// files have 7 to 48.
-const maxLlama2CPieceLen = 1 << 16
-
-// LoadLlama2CVocab reads a llama2.c tokenizer.bin from path (see
-// ReadLlama2CVocab).
-func LoadLlama2CVocab(path string) (Vocab, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return Vocab{}, fmt.Errorf("synth: %w", err)
-	}
-	defer fh.Close()
-	return ReadLlama2CVocab(bufio.NewReader(fh), path)
-}
-
-// ReadLlama2CVocab reads a llama2.c tokenizer.bin (i32 max_token_length, then
-// until the end of the file per piece: f32 score, i32 length, length bytes;
-// little-endian) and converts it to GGUF's representation, as llama.cpp's
-// own vocabulary of the same model has it: plain spaces become "▁", ids 1 and
-// 2 (stored as "\n<s>\n" and "\n</s>\n") become "<s>" and "</s>" of type
-// control, id 0 is the unknown token, "<0xXX>" pieces are byte tokens and the
-// rest are normal. name identifies r in errors.
-func ReadLlama2CVocab(r io.Reader, name string) (Vocab, error) {
-	var off int64
-	var hdr [8]byte
-	if n, err := io.ReadFull(r, hdr[:4]); err != nil {
-		return Vocab{}, readErr(name, 0, fmt.Sprintf("max_token_length (i32): expected 4 bytes, got %d", n), err)
-	}
-	off = 4
-	maxLen := int32(binary.LittleEndian.Uint32(hdr[:4]))
-	if maxLen < 0 || maxLen > maxLlama2CPieceLen {
-		return Vocab{}, fmt.Errorf("synth: %s: offset 0: max_token_length %d outside [0, %d]: %w", name, maxLen, maxLlama2CPieceLen, ErrTokenizer)
-	}
-	var v Vocab
-	buf := make([]byte, maxLen)
-	for id := 0; ; id++ {
-		n, err := io.ReadFull(r, hdr[:])
-		if n == 0 && errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return Vocab{}, readErr(name, off, fmt.Sprintf("piece %d: expected 8 bytes (f32 score, i32 length), got %d", id, n), err)
-		}
-		score := math.Float32frombits(binary.LittleEndian.Uint32(hdr[:4]))
-		length := int32(binary.LittleEndian.Uint32(hdr[4:]))
-		if length < 0 || length > maxLen {
-			return Vocab{}, fmt.Errorf("synth: %s: offset %d: piece %d: length %d outside [0, max_token_length %d]: %w", name, off+4, id, length, maxLen, ErrTokenizer)
-		}
-		off += 8
-		if n, err := io.ReadFull(r, buf[:length]); err != nil {
-			return Vocab{}, readErr(name, off, fmt.Sprintf("piece %d: expected %d text bytes, got %d", id, length, n), err)
-		}
-		off += int64(length)
-		piece := string(buf[:length])
-		switch {
-		case id == 0:
-			v.add(piece, score, typeUnknown)
-		case id == 1:
-			v.add("<s>", score, typeControl)
-		case id == 2:
-			v.add("</s>", score, typeControl)
-		case isBytePiece(piece):
-			v.add(piece, score, typeByte)
-		default:
-			v.add(strings.ReplaceAll(piece, " ", space), score, typeNormal)
-		}
-	}
-	if len(v.Tokens) == 0 {
-		return Vocab{}, fmt.Errorf("synth: %s: offset %d: no pieces after the header: %w", name, off, ErrTokenizer)
-	}
-	return v, nil
-}
-
-// readErr turns a short read into ErrTokenizer and keeps other I/O errors.
-func readErr(name string, off int64, what string, err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("synth: %s: offset %d: %s: %w", name, off, what, ErrTokenizer)
-	}
-	return fmt.Errorf("synth: %s: offset %d: %s: %w", name, off, what, err)
-}
-
-// isBytePiece reports whether p is "<0xXX>" with upper-case hex digits.
-func isBytePiece(p string) bool {
-	if len(p) != 6 || p[:3] != "<0x" || p[5] != '>' {
-		return false
-	}
-	hex := func(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'F' }
-	return hex(p[3]) && hex(p[4])
 }

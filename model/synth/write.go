@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/tensor"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // chunkElems is the number of weights generated from one random stream
@@ -97,6 +99,14 @@ type kv struct {
 }
 
 func metadata(o Options, v Vocab, std, embedStd float32) []kv {
+	meta := generalMetadata(o, std, embedStd)
+	for _, e := range v.GGUF() {
+		meta = append(meta, kv{e.Key, e.Value})
+	}
+	return meta
+}
+
+func generalMetadata(o Options, std, embedStd float32) []kv {
 	p := o.Preset
 	ft, _ := fileType(o.DType)
 	vocabSrc := "generated vocabulary"
@@ -119,16 +129,6 @@ func metadata(o Options, v Vocab, std, embedStd float32) []kv {
 		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{"llama.rope.freq_base", float32(10000)},
 		{"llama.vocab_size", uint32(p.Vocab)},
-		{"tokenizer.ggml.model", "llama"},
-		{"tokenizer.ggml.pre", "default"},
-		{"tokenizer.ggml.tokens", v.Tokens},
-		{"tokenizer.ggml.scores", v.Scores},
-		{"tokenizer.ggml.token_type", v.Types},
-		{"tokenizer.ggml.bos_token_id", uint32(1)},
-		{"tokenizer.ggml.eos_token_id", uint32(2)},
-		{"tokenizer.ggml.unknown_token_id", uint32(0)},
-		{"tokenizer.ggml.add_bos_token", true},
-		{"tokenizer.ggml.add_eos_token", false},
 	}
 }
 
@@ -166,7 +166,10 @@ func prepare(o Options) (*model, error) {
 			return nil, fmt.Errorf("synth: preset %q: %w", o.Preset.Name, err)
 		}
 	} else {
-		if v, err = LoadLlama2CVocab(o.TokenizerPath); err != nil {
+		if v, err = tokenizer.LoadLlama2CVocab(o.TokenizerPath); err != nil {
+			if errors.Is(err, tokenizer.ErrFormat) {
+				err = fmt.Errorf("synth: %w: %w", ErrTokenizer, err)
+			}
 			return nil, err
 		}
 		if v.Len() != o.Preset.Vocab {
