@@ -41,7 +41,6 @@ var badBodies = []string{
 	"\xff\xfe",
 }
 
-
 // FuzzChatCompletions feeds arbitrary bodies to the chat handler: every
 // answer is a 200 chat completion (or stream) or an OpenAI error with a 4xx
 // status (503 if the queue is full); never a panic or a 500. Run by count in

@@ -300,7 +300,7 @@ func (s *Server) inFlight() int {
 // in flight finish for up to grace, cancels what is left (their streams end
 // with finish_reason "cancelled"), and drains and closes the engine.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second, ErrorLog: nil}
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/tokenizer"
 	"github.com/sluicehq/sluice/tokenizer/chat"
@@ -477,5 +481,29 @@ func TestHealthAndMetrics(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Fatalf("metrics without the key: %d", resp.StatusCode)
+	}
+}
+
+// The real stories260K model through HTTP prints llama2.c's golden text.
+func TestStories260KGolden(t *testing.T) {
+	dir := testutil.Models(t)
+	l, err := model.Load(context.Background(), model.LoadOptions{
+		Path: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"), Threads: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	golden, err := os.ReadFile(filepath.Join(dir, "stories260K", "expected-greedy-prompt-lily-tom-64.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, server.Options{Engine: engine(t, l, 4, 256)})
+	r, err := f.client.Completions.New(context.Background(), completionParams("Lily and Tom", 60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := "Lily and Tom" + r.Choices[0].Text + "\n"; got != string(golden) {
+		t.Fatalf("got %q\nwant %q", got, golden)
 	}
 }
