@@ -32,6 +32,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	// SIGTERM (a service manager) and SIGINT shut down gracefully, from
+	// here on: one while the model loads cancels the load.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	var p *pipelines.Pipeline
 	var err error
 	if *pipeline != "" {
@@ -78,7 +82,5 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	e.log.Info().Str("addr", ln.Addr().String()).Str("model", id).Str("chat_template", srv.Template().Name).Msg("serving")
 	fmt.Fprintf(e.stderr, "sluice: serving %s on http://%s (chat template %s)\n", id, ln.Addr(), srv.Template().Name)
-	sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return srv.Serve(sctx, ln, *grace)
+	return srv.Serve(ctx, ln, *grace)
 }
