@@ -179,6 +179,14 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 	return p, nil
 }
 
+// logprobsOK refuses logprobs where they cannot be computed.
+func (s *Server) logprobsOK(param string) *apiError {
+	if s.speculative {
+		return badRequest(param, "'%s' is not available with this server's speculative pipeline: drafts are verified without the full distribution of every token.", param)
+	}
+	return nil
+}
+
 // checkPrompt checks one tokenized prompt against the vocabulary and context.
 func (s *Server) checkPrompt(param string, toks []int32) *apiError {
 	if len(toks) == 0 {
@@ -232,6 +240,9 @@ func (s *Server) completionJob(req *completionRequest) (*job, *apiError) {
 		return nil, badRequest("best_of", "'best_of' is not supported by this server (only best_of = n).")
 	}
 	if req.Logprobs != nil {
+		if e := s.logprobsOK("logprobs"); e != nil {
+			return nil, e
+		}
 		if *req.Logprobs < 0 || *req.Logprobs > maxLogprobs {
 			return nil, badRequest("logprobs", "'logprobs' is %d: it must be between 0 and %d.", *req.Logprobs, maxLogprobs)
 		}
@@ -306,6 +317,9 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	case req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > maxLogprobs):
 		return nil, badRequest("top_logprobs", "'top_logprobs' is %d: it must be between 0 and %d.", *req.TopLogprobs, maxLogprobs)
 	case req.Logprobs != nil && *req.Logprobs:
+		if e := s.logprobsOK("logprobs"); e != nil {
+			return nil, e
+		}
 		p.logprobs = 0
 		if req.TopLogprobs != nil {
 			p.logprobs = *req.TopLogprobs

@@ -41,6 +41,8 @@
 // logits, before temperature, penalties and top-k/top-p/min-p (what vLLM
 // reports by default), computed from Request.OnLogits. The sampled token's
 // log-probability is reported even when it is not among the top ones.
+// A speculative pipeline (one with a verify stage) samples verified drafts
+// without OnLogits, so there logprobs are a 400.
 //
 // presence_penalty and frequency_penalty are not implemented (the sampler
 // has no such penalty and OnLogits cannot change sampling): a non-zero
@@ -74,6 +76,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/tokenizer"
 	"github.com/sluicehq/sluice/tokenizer/chat"
@@ -117,6 +120,10 @@ type Server struct {
 	m       *metrics
 	mux     *http.ServeMux
 
+	// speculative: the pipeline verifies drafts, which samples without
+	// Request.OnLogits, so logprobs cannot be computed.
+	speculative bool
+
 	capacity int
 	mu       sync.Mutex
 	inflight int
@@ -152,6 +159,7 @@ func New(o Options) (*Server, error) {
 	s.chatIDs, s.chatTxt = s.tmpl.Stops(s.tok)
 	s.bos, s.eos = chat.Specials(s.tok)
 	s.capacity = o.Engine.Pipeline().Scheduler().MaxInFlight + o.MaxWaiting
+	_, s.speculative = o.Engine.Pipeline().StageOfKind(pipelines.KindVerify)
 	s.m = newMetrics(o.Engine, s)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/completions", s.route("completions", http.MethodPost, s.auth(s.completions)))
