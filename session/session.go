@@ -47,6 +47,11 @@ type Request struct {
 	Tokens       []int32         // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
 	MaxNewTokens int             // 0 = Options.MaxNewTokens
 	Sampling     *sample.Options // nil = Options.Sampling
+	// StopTokens are more token ids that end the request with finish reason
+	// stop, like EOS: a chat template's end-of-turn tokens (<|im_end|>,
+	// <|eot_id|>). The stop token itself is not part of the completion.
+	// They apply even when Options.NoStop is set.
+	StopTokens []int32
 	// Adapter names a LoRA adapter set registered on the model
 	// (model.Adaptable.AddAdapter); "" runs the base model. Sessions with
 	// different adapters never share a forward pass.
@@ -259,7 +264,7 @@ func (s *Session) Accept(next int32) (done bool) {
 	if s.FirstToken.IsZero() {
 		s.FirstToken = time.Now()
 	}
-	if !s.noStop && (next == s.tok.EOS() || next == s.tok.BOS()) {
+	if (!s.noStop && (next == s.tok.EOS() || next == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, next) {
 		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
 		s.end(FinishStop)
 		return true

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,6 +18,8 @@ import (
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
 // modelFlags are the flags every command that loads a model shares; a given
@@ -173,6 +176,8 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	repeat := fs.Float64("repeat-penalty", 1, "repetition penalty (1: off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random, logged at info level)")
 	pipeline := fs.String("pipeline", "", "pipeline file (default: the greedy or sample preset)")
+	chatMode := fs.Bool("chat", false, "render the prompt as one user message through the chat template and print only the reply")
+	tmplName := fs.String("chat-template", "", "with --chat: "+strings.Join(chat.Builtins(), ", ")+" or a Jinja file (default: the model's own)")
 	lf := addLoraFlags(fs, "all of them apply")
 	asJSON := fs.Bool("json", false, "print one JSON object: prompt and generated ids, text, finish reason, speculation stats")
 	if _, err := parse(fs, args); err != nil {
@@ -231,14 +236,22 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	if len(sets) > 0 {
 		req.Adapter = sets[0].Name
 	}
+	if *chatMode {
+		if req.Tokens, req.StopTokens, err = chatPrompt(eng, *tmplName, *prompt); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		res, _ := eng.Complete(ctx, req)
 		return writeGenerateJSON(e, eng, res)
 	}
-	// The prompt's text first, then each token's as it is sampled, as
-	// llama2.c's run.c streams them.
-	if _, err := io.WriteString(e.stdout, eng.Text(req.Tokens)); err != nil {
-		return err
+	// The prompt's text first (not in chat mode, which prints only the
+	// reply), then each token's as it is sampled, as llama2.c's run.c
+	// streams them.
+	if !*chatMode {
+		if _, err := io.WriteString(e.stdout, eng.Text(req.Tokens)); err != nil {
+			return err
+		}
 	}
 	st, err := eng.Generate(ctx, req)
 	if err != nil {
@@ -254,6 +267,31 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return res.Err
+}
+
+// chatPrompt renders prompt as one user message with the chat template
+// (named, or the model's own) and returns its tokens and the template's
+// end-of-turn token ids.
+func chatPrompt(eng *sluice.Engine, name, prompt string) ([]int32, []int32, error) {
+	l := eng.Loaded()
+	var t *chat.Template
+	var err error
+	if name != "" {
+		t, err = chat.Load(name)
+	} else {
+		t, err = chat.ForModel(l.Source.GGUF, l.Tokenizer)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	bos, eos := chat.Specials(l.Tokenizer)
+	text, err := t.Render([]chat.Message{{Role: "user", Content: prompt}}, chat.Options{AddGenerationPrompt: true, BOS: bos, EOS: eos})
+	if err != nil {
+		return nil, nil, err
+	}
+	addBOS := eng.Pipeline().AddBOS() && (bos == "" || !strings.HasPrefix(text, bos))
+	stops, _ := t.Stops(l.Tokenizer)
+	return l.Tokenizer.Encode(text, tokenizer.EncodeOptions{BOS: addBOS, ParseSpecial: true}), stops, nil
 }
 
 func cmdValidate(ctx context.Context, e *env, args []string) error {

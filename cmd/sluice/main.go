@@ -50,6 +50,7 @@ func init() {
 		{"convert", "convert IN -o OUT.gguf [--tokenizer TOKENIZER.bin] [--name NAME]", "convert a llama2.c .bin or a Hugging Face llama directory to GGUF", cmdConvert},
 		{"bench", "bench -m MODEL [--tokenizer TOK] [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--runs 5] [--json]", "measure prefill and decode speed", cmdBench},
 		{"quantize", "quantize -m IN [--tokenizer TOK] -o OUT.gguf --type q8_0|q4_0|int8-gN|int4-gN|nf4", "write a copy of a model with quantized weight matrices", cmdQuantize},
+		{"serve", serveUsage, "serve the OpenAI-compatible HTTP API", cmdServe},
 		{"prune", "prune -m IN [--tokenizer TOK] -o OUT.gguf (--sparsity S [--global] | --nm N:M)", "write a copy of a model with magnitude-pruned weight matrices", cmdPrune},
 		{"version", "version", "print the version of this build", cmdVersion},
 	}

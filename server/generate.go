@@ -1,0 +1,663 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/chat"
+)
+
+// Limits on parameters.
+const (
+	maxStops     = 16
+	maxStopBytes = 1024
+	maxLogprobs  = 20
+)
+
+// params are a request's validated generation parameters.
+type params struct {
+	maxTokens  int // 0: the pipeline's max_new_tokens
+	sampling   sample.Options
+	seeded     bool
+	n          int
+	stops      []string
+	stopTokens []int32
+	logprobs   int // alternatives per token; -1: no logprobs
+	stream     bool
+	usage      bool
+}
+
+// job is one HTTP generation request: its prompts × n choices.
+type job struct {
+	chat     bool
+	endpoint string
+	id       string
+	created  int64
+	prompts  [][]int32
+	echo     []string // completions with echo: each prompt's text
+	p        params
+}
+
+// event is a piece of one choice's output, in order; the last has final set.
+type event struct {
+	index  int
+	text   string
+	lps    []tokenLP
+	final  bool
+	finish string
+	err    *apiError
+	ntok   int
+}
+
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
+	if err != nil {
+		return decodeError(err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return decodeError(errEmptyBody)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+func (s *Server) checkModel(name string) *apiError {
+	if name != "" && name != s.o.Model {
+		return withCode(notFound("The model '%s' does not exist: this server serves '%s'.", name, s.o.Model), "model_not_found")
+	}
+	return nil
+}
+
+// params validates the shared fields. maxTokens is max_tokens or chat's
+// max_completion_tokens, named param.
+func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (params, *apiError) {
+	p := params{sampling: s.samplingDefaults(), n: 1, logprobs: -1, stream: f.Stream}
+	so := &p.sampling
+	if f.N != nil {
+		if *f.N < 1 || *f.N > s.o.MaxN {
+			return p, badRequest("n", "'n' is %d: it must be between 1 and %d.", *f.N, s.o.MaxN)
+		}
+		p.n = *f.N
+	}
+	if maxTokens != nil {
+		if *maxTokens < 1 || *maxTokens > s.eng.Context() {
+			return p, badRequest(maxParam, "'%s' is %d: it must be between 1 and the context, %d tokens.", maxParam, *maxTokens, s.eng.Context())
+		}
+		p.maxTokens = *maxTokens
+	}
+	if f.Temperature != nil {
+		if !(*f.Temperature >= 0) {
+			return p, badRequest("temperature", "'temperature' is %g: it must be ≥ 0 (0 is greedy).", *f.Temperature)
+		}
+		so.Temperature = float32(*f.Temperature)
+	}
+	if f.TopP != nil {
+		if !(*f.TopP >= 0 && *f.TopP <= 1) {
+			return p, badRequest("top_p", "'top_p' is %g: it must be in [0, 1] (0 or 1 is off).", *f.TopP)
+		}
+		so.TopP = float32(*f.TopP)
+	}
+	if f.TopK != nil {
+		if *f.TopK < -1 {
+			return p, badRequest("top_k", "'top_k' is %d: it must be ≥ -1 (-1 or 0 is off).", *f.TopK)
+		}
+		so.TopK = max(*f.TopK, 0)
+	}
+	if f.MinP != nil {
+		if !(*f.MinP >= 0 && *f.MinP <= 1) {
+			return p, badRequest("min_p", "'min_p' is %g: it must be in [0, 1] (0 is off).", *f.MinP)
+		}
+		so.MinP = float32(*f.MinP)
+	}
+	for _, rp := range []struct {
+		name string
+		v    *float64
+	}{{"repeat_penalty", f.RepeatPenalty}, {"repetition_penalty", f.RepetitionPenalty}} {
+		if rp.v == nil {
+			continue
+		}
+		if !(*rp.v >= 0 && *rp.v <= 100) {
+			return p, badRequest(rp.name, "'%s' is %g: it must be in [0, 100] (1 is off).", rp.name, *rp.v)
+		}
+		so.RepeatPenalty = float32(*rp.v)
+	}
+	for _, pen := range []struct {
+		name string
+		v    *float64
+	}{{"presence_penalty", f.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty}} {
+		if pen.v != nil && *pen.v != 0 {
+			return p, badRequest(pen.name, "'%s' is not supported by this server (only 0); use repetition_penalty.", pen.name)
+		}
+	}
+	if len(f.LogitBias) > 0 {
+		return p, badRequest("logit_bias", "'logit_bias' is not supported by this server.")
+	}
+	if len(f.Stop) > maxStops {
+		return p, badRequest("stop", "'stop' has %d strings: at most %d are allowed.", len(f.Stop), maxStops)
+	}
+	for _, st := range f.Stop {
+		if len(st) > maxStopBytes {
+			return p, badRequest("stop", "A stop string is %d bytes long: at most %d are allowed.", len(st), maxStopBytes)
+		}
+		if st != "" {
+			p.stops = append(p.stops, st)
+		}
+	}
+	if f.Seed != nil {
+		switch {
+		case *f.Seed >= 0:
+			so.Seed, p.seeded = uint64(*f.Seed), true
+		case *f.Seed != -1:
+			return p, badRequest("seed", "'seed' is %d: it must be ≥ 0 (or -1 for a random seed).", *f.Seed)
+		}
+	}
+	if f.StreamOptions != nil {
+		if !f.Stream {
+			return p, badRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.")
+		}
+		p.usage = f.StreamOptions.IncludeUsage
+	}
+	if err := so.Validate(); err != nil {
+		return p, badRequest("", "Invalid sampling parameters: %v.", err)
+	}
+	return p, nil
+}
+
+// logprobsOK refuses logprobs where they cannot be computed.
+func (s *Server) logprobsOK(param string) *apiError {
+	if s.speculative {
+		return badRequest(param, "'%s' is not available with this server's speculative pipeline: drafts are verified without the full distribution of every token.", param)
+	}
+	return nil
+}
+
+// checkPrompt checks one tokenized prompt against the vocabulary and context.
+func (s *Server) checkPrompt(param string, toks []int32) *apiError {
+	if len(toks) == 0 {
+		return badRequest(param, "The prompt is empty (and the model adds no BOS token).")
+	}
+	if c := s.eng.Context(); len(toks) > c {
+		return withCode(badRequest(param, "This model's maximum context length is %d tokens; the prompt has %d tokens.", c, len(toks)), "context_length_exceeded")
+	}
+	v := s.tok.VocabSize()
+	for i, t := range toks {
+		if t < 0 || int(t) >= v {
+			return badRequest(param, "Prompt token %d is id %d, outside the vocabulary of %d tokens.", i, t, v)
+		}
+	}
+	return nil
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req completionRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	j, e := s.completionJob(&req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.run(w, r, j, start)
+}
+
+func (s *Server) completionJob(req *completionRequest) (*job, *apiError) {
+	if e := s.checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	p, e := s.params(&req.samplingFields, req.MaxTokens, "max_tokens")
+	if e != nil {
+		return nil, e
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		return nil, badRequest("suffix", "'suffix' is not supported by this server.")
+	}
+	if req.BestOf != nil && *req.BestOf != p.n {
+		return nil, badRequest("best_of", "'best_of' is not supported by this server (only best_of = n).")
+	}
+	if req.Logprobs != nil {
+		if e := s.logprobsOK("logprobs"); e != nil {
+			return nil, e
+		}
+		if *req.Logprobs < 0 || *req.Logprobs > maxLogprobs {
+			return nil, badRequest("logprobs", "'logprobs' is %d: it must be between 0 and %d.", *req.Logprobs, maxLogprobs)
+		}
+		p.logprobs = *req.Logprobs
+	}
+	prompts, err := parsePrompts(req.Prompt)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	if len(prompts)*p.n > s.o.MaxN {
+		return nil, badRequest("n", "%d prompts × n = %d is %d choices: at most %d are allowed.", len(prompts), p.n, len(prompts)*p.n, s.o.MaxN)
+	}
+	j := &job{endpoint: "completions", id: newID("cmpl-"), created: time.Now().Unix(), p: p}
+	for _, pr := range prompts {
+		toks := pr.tokens
+		if pr.isText {
+			toks = s.eng.Encode(pr.text)
+		}
+		if e := s.checkPrompt("prompt", toks); e != nil {
+			return nil, e
+		}
+		j.prompts = append(j.prompts, toks)
+		if req.Echo {
+			text := pr.text
+			if !pr.isText {
+				text = s.eng.Text(toks)
+			}
+			j.echo = append(j.echo, text)
+		}
+	}
+	return j, nil
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req chatRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	j, e := s.chatJob(&req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.run(w, r, j, start)
+}
+
+var chatRoles = map[string]string{"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
+	if e := s.checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	maxTok, maxParam := req.MaxTokens, "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		maxTok, maxParam = req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	p, e := s.params(&req.samplingFields, maxTok, maxParam)
+	if e != nil {
+		return nil, e
+	}
+	if t := bytes.TrimSpace(req.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
+		return nil, badRequest("tools", "'tools' is not supported by this server.")
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		return nil, badRequest("response_format", "'response_format' %q is not supported by this server (only text).", rf.Type)
+	}
+	switch {
+	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
+		return nil, badRequest("top_logprobs", "'top_logprobs' needs 'logprobs': true.")
+	case req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > maxLogprobs):
+		return nil, badRequest("top_logprobs", "'top_logprobs' is %d: it must be between 0 and %d.", *req.TopLogprobs, maxLogprobs)
+	case req.Logprobs != nil && *req.Logprobs:
+		if e := s.logprobsOK("logprobs"); e != nil {
+			return nil, e
+		}
+		p.logprobs = 0
+		if req.TopLogprobs != nil {
+			p.logprobs = *req.TopLogprobs
+		}
+	}
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages", "'messages' is empty: a chat needs at least one message.")
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		role, ok := chatRoles[m.Role]
+		if !ok {
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "Invalid role %q: expected system, developer, user, assistant or tool.", m.Role)
+		}
+		text, err := messageText(i, m.Content)
+		if err != nil {
+			return nil, decodeError(err)
+		}
+		msgs[i] = chat.Message{Role: role, Content: text}
+	}
+	prompt, err := s.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: s.bos, EOS: s.eos})
+	if err != nil {
+		return nil, badRequest("messages", "The chat template rejected the messages: %v.", err)
+	}
+	// The template writes BOS as text when the model wants it; add it only
+	// when the pipeline does and the template did not.
+	addBOS := s.eng.Pipeline().AddBOS() && (s.bos == "" || !strings.HasPrefix(prompt, s.bos))
+	toks := s.tok.Encode(prompt, tokenizer.EncodeOptions{BOS: addBOS, ParseSpecial: true})
+	if e := s.checkPrompt("messages", toks); e != nil {
+		return nil, e
+	}
+	p.stopTokens = s.chatIDs
+	p.stops = append(p.stops, s.chatTxt...)
+	return &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}, nil
+}
+
+// run submits every choice of j and writes the response.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.Time) {
+	total := len(j.prompts) * j.p.n
+	if e := s.admit(total); e != nil {
+		writeError(w, e)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events := make(chan event, 4*total)
+	var wg sync.WaitGroup
+	for i, pr := range j.prompts {
+		for c := range j.p.n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer s.release()
+				s.runChoice(ctx, j, i*j.p.n+c, pr, events)
+			}()
+		}
+	}
+	go func() {
+		wg.Wait()
+		close(events)
+	}()
+	if j.p.stream {
+		s.stream(w, j, events, cancel)
+	} else {
+		s.collect(w, j, events)
+	}
+	for range events {
+		// The writer stopped early: wait for every choice to end.
+	}
+	s.m.duration.WithLabelValues(j.endpoint).Observe(time.Since(start).Seconds())
+}
+
+var errClientGone = &apiError{Status: 499, Type: "invalid_request_error", Message: "The client closed the request."}
+
+// runChoice runs choice idx of j through the engine, sending its text as it
+// comes (held back while it could be a stop string's start).
+func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32, events chan<- event) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	so := j.p.sampling
+	var index uint64
+	if j.p.seeded {
+		index = uint64(idx)
+	} else {
+		so.Seed, index = newSeed(), s.index.Add(1)
+	}
+	req := sluice.Request{
+		ID: fmt.Sprintf("%s-%d", j.id, idx), Index: index, Tokens: prompt,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+	}
+	var lp *lpCapture
+	if j.p.logprobs >= 0 {
+		lp = newCapture(j.p.logprobs)
+		req.OnLogits, req.OnToken = lp.logits, lp.token
+	}
+	s.m.promptTokens.Add(float64(len(prompt)))
+	submitted := time.Now()
+	st, err := s.eng.Generate(ctx, req)
+	if err != nil {
+		e := errShuttingDown
+		if ctx.Err() != nil {
+			e = errClientGone
+		}
+		events <- event{index: idx, final: true, err: e}
+		return
+	}
+	stop := newStopper(j.p.stops)
+	ntok, textLen, stopped := 0, 0, false
+	for t, ok := st.Next(ctx); ok; t, ok = st.Next(ctx) {
+		if ntok == 0 && t.ID >= 0 {
+			s.m.firstToken.Observe(time.Since(submitted).Seconds())
+		}
+		var lps []tokenLP
+		if t.ID >= 0 {
+			if lp != nil {
+				e := lp.get(ntok)
+				e.offset = textLen
+				lps = []tokenLP{e}
+			}
+			ntok++
+		}
+		textLen += len(t.Text)
+		emit, hit := stop.push(t.Text)
+		if emit != "" || lps != nil {
+			events <- event{index: idx, text: emit, lps: lps}
+		}
+		if hit {
+			stopped = true
+			cancel() // the engine drops the request at its next step
+			break
+		}
+	}
+	res := st.Result()
+	s.m.generationTokens.Add(float64(ntok))
+	ev := event{index: idx, final: true, ntok: ntok, finish: res.Finish}
+	switch {
+	case stopped:
+		ev.finish = sluice.FinishStop
+	case res.Finish == sluice.FinishError && errors.Is(res.Err, session.ErrPromptTooLong):
+		ev.err = withCode(badRequest("prompt", "%v", res.Err), "context_length_exceeded")
+	case res.Finish == sluice.FinishError:
+		ev.err = internalError(res.Err)
+	default:
+		// stop, length; or cancelled and timeout: the client left, the
+		// server is shutting down or the pipeline's timeout passed.
+		ev.text = stop.flush()
+	}
+	events <- ev
+}
+
+func finishPtr(f string) *string {
+	if f == "" {
+		return nil
+	}
+	return &f
+}
+
+func (s *Server) completionLPs(lps []tokenLP) *completionLogprobs {
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	for _, e := range lps {
+		out.Tokens = append(out.Tokens, pieceText(s.tok, e.id))
+		out.TokenLogprobs = append(out.TokenLogprobs, e.lp)
+		var top map[string]float64
+		if len(e.top) > 0 {
+			top = make(map[string]float64, len(e.top))
+			for _, a := range e.top {
+				top[pieceText(s.tok, a.id)] = a.lp
+			}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, top)
+		out.TextOffset = append(out.TextOffset, e.offset)
+	}
+	return out
+}
+
+func (s *Server) chatLPs(lps []tokenLP) *chatLogprobs {
+	out := &chatLogprobs{Content: []chatTokenLogprob{}}
+	for _, e := range lps {
+		p := pieceText(s.tok, e.id)
+		c := chatTokenLogprob{Token: p, Logprob: e.lp, Bytes: byteList(p), TopLogprobs: []chatTopLogprob{}}
+		for _, a := range e.top {
+			ap := pieceText(s.tok, a.id)
+			c.TopLogprobs = append(c.TopLogprobs, chatTopLogprob{Token: ap, Logprob: a.lp, Bytes: byteList(ap)})
+		}
+		out.Content = append(out.Content, c)
+	}
+	return out
+}
+
+// collect gathers every choice and writes one response.
+func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
+	total := len(j.prompts) * j.p.n
+	texts := make([]strings.Builder, total)
+	lps := make([][]tokenLP, total)
+	finish := make([]string, total)
+	var fail *apiError
+	ntok := 0
+	for ev := range events {
+		texts[ev.index].WriteString(ev.text)
+		lps[ev.index] = append(lps[ev.index], ev.lps...)
+		if ev.final {
+			finish[ev.index], ntok = ev.finish, ntok+ev.ntok
+			if ev.err != nil && fail == nil {
+				fail = ev.err
+			}
+		}
+	}
+	if fail != nil {
+		writeError(w, fail)
+		return
+	}
+	u := &usage{CompletionTokens: ntok}
+	for _, p := range j.prompts {
+		u.PromptTokens += len(p)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if j.chat {
+		resp := chatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []chatChoice{}}
+		for i := range total {
+			text := texts[i].String()
+			c := chatChoice{Index: i, Message: &chatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			if j.p.logprobs >= 0 {
+				c.Logprobs = s.chatLPs(lps[i])
+			}
+			resp.Choices = append(resp.Choices, c)
+		}
+		writeJSON(w, resp)
+		return
+	}
+	resp := completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []completionChoice{}}
+	for i := range total {
+		text := texts[i].String()
+		if j.echo != nil {
+			text = j.echo[i/j.p.n] + text
+		}
+		c := completionChoice{Text: text, Index: i, FinishReason: finishPtr(finish[i])}
+		if j.p.logprobs >= 0 {
+			c.Logprobs = s.completionLPs(lps[i])
+		}
+		resp.Choices = append(resp.Choices, c)
+	}
+	writeJSON(w, resp)
+}
+
+// stream writes server-sent events: a chunk per piece of text, a last chunk
+// per choice with its finish_reason, the usage chunk when asked for, then
+// "data: [DONE]". An error before the first byte is an ordinary error
+// response; after it, an {"error": ...} event.
+func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, cancel context.CancelFunc) {
+	rc := http.NewResponseController(w)
+	started := false
+	var werr error
+	send := func(v any) {
+		if werr != nil {
+			return
+		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			werr = err
+		} else if _, werr = fmt.Fprintf(w, "data: %s\n\n", b); werr == nil {
+			werr = rc.Flush()
+		}
+		if werr != nil {
+			cancel() // the client is gone: end its requests now
+		}
+	}
+	total := len(j.prompts) * j.p.n
+	begun := make([]bool, total)
+	ntok := 0
+	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
+		if j.chat {
+			c := chatChoice{Index: idx, Delta: &chatMessageOut{}, FinishReason: finishPtr(finish)}
+			if !begun[idx] {
+				c.Delta.Role = "assistant"
+			}
+			if text != "" || !begun[idx] {
+				c.Delta.Content = &text
+			}
+			if lps != nil {
+				c.Logprobs = s.chatLPs(lps)
+			}
+			begun[idx] = true
+			return chatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []chatChoice{c}}
+		}
+		if !begun[idx] && j.echo != nil {
+			text = j.echo[idx/j.p.n] + text
+		}
+		begun[idx] = true
+		c := completionChoice{Text: text, Index: idx, FinishReason: finishPtr(finish)}
+		if lps != nil {
+			c.Logprobs = s.completionLPs(lps)
+		}
+		return completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []completionChoice{c}}
+	}
+	for ev := range events {
+		if ev.final && ev.err != nil {
+			if !started {
+				writeError(w, ev.err)
+				started, werr = true, errors.New("error sent")
+				cancel()
+				continue
+			}
+			send(struct {
+				Error *apiError `json:"error"`
+			}{ev.err})
+			continue
+		}
+		if ev.text != "" || ev.lps != nil || (j.chat && !begun[ev.index]) {
+			send(chunk(ev.index, ev.text, ev.lps, ""))
+		}
+		if ev.final {
+			ntok += ev.ntok
+			send(chunk(ev.index, "", nil, ev.finish))
+		}
+	}
+	if j.p.usage {
+		u := &usage{CompletionTokens: ntok}
+		for _, p := range j.prompts {
+			u.PromptTokens += len(p)
+		}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		if j.chat {
+			send(chatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []chatChoice{}, Usage: u})
+		} else {
+			send(completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []completionChoice{}, Usage: u})
+		}
+	}
+	if werr == nil && started {
+		if _, werr = io.WriteString(w, "data: [DONE]\n\n"); werr == nil {
+			rc.Flush()
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sluicehq/sluice"
+)
+
+// metrics are the server's Prometheus series, on a registry of its own (two
+// servers in one process do not collide). Engine gauges are read from
+// Engine.Stats at scrape time.
+type metrics struct {
+	reg              *prometheus.Registry
+	requests         *prometheus.CounterVec // by endpoint and status code
+	promptTokens     prometheus.Counter
+	generationTokens prometheus.Counter
+	duration         *prometheus.HistogramVec
+	firstToken       prometheus.Histogram
+}
+
+func newMetrics(eng *sluice.Engine, s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_http_requests_total", Help: "HTTP requests by endpoint and status code.",
+	}, []string{"endpoint", "code"})
+	m.promptTokens = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_prompt_tokens_total", Help: "Prompt tokens of the requests submitted to the engine.",
+	})
+	m.generationTokens = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_generation_tokens_total", Help: "Tokens generated for clients.",
+	})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_request_duration_seconds", Help: "Time from a generation request's arrival to its last byte.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"endpoint"})
+	m.firstToken = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sluice_time_to_first_token_seconds", Help: "Time from submitting a choice to its first token.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	})
+	m.reg.MustRegister(m.requests, m.promptTokens, m.generationTokens, m.duration, m.firstToken,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_queue_depth", Help: "Requests in the engine's queue, admitted but not yet running."},
+			func() float64 { return float64(eng.Stats().Queued) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_running_sequences", Help: "Sequences in the continuous batch."},
+			func() float64 { return float64(eng.Stats().Active) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_server_requests_in_flight", Help: "Choices the server has accepted and not finished: waiting for the engine or running."},
+			func() float64 { return float64(s.inFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_kv_pages_in_use", Help: "KV-cache pages referenced by a sequence."},
+			func() float64 { return float64(eng.Stats().KV.PagesInUse) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_kv_pages", Help: "KV-cache pages in the pool."},
+			func() float64 { return float64(eng.Stats().KV.Pages) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_steps_total", Help: "Forward passes (steps of the continuous batch)."},
+			func() float64 { return float64(eng.Stats().Steps) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_batch_rows_total", Help: "Rows (tokens) of every step: prefill and decode."},
+			func() float64 { return float64(eng.Stats().Rows) }),
+	)
+	return m
+}

@@ -1,0 +1,345 @@
+// Package server is sluice's OpenAI-compatible HTTP API over one engine:
+//
+//	POST /v1/completions        text completions (stream or not)
+//	POST /v1/chat/completions   chat completions through the model's chat template
+//	GET  /v1/models             the one model served
+//	GET  /health                {"status":"ok"}; 503 while shutting down
+//	GET  /metrics               Prometheus text format
+//
+// Requests from every client join the engine's one continuous batch: each
+// choice of each request is one sluice.Request, so n = 4 is four sequences
+// in the batch. A client that disconnects cancels its requests at once (the
+// HTTP request's context is the engine request's), which frees their KV
+// pages at the next step. Streams are server-sent events ending with
+// "data: [DONE]".
+//
+// # Parameters
+//
+// Both endpoints take model, max_tokens (chat also max_completion_tokens),
+// temperature, top_p, top_k and min_p (as llama-server takes them; top_k
+// -1 or 0 is off), repeat_penalty or repetition_penalty, n, stop (a string
+// or up to 16 strings), seed, stream and stream_options.include_usage.
+// Completions take logprobs (0-20 alternatives) and echo; chat takes
+// logprobs and top_logprobs (0-20). A parameter left out takes the serving
+// pipeline's value (its sample stage and max_new_tokens), as llama-server
+// takes its command line's: with the greedy preset, an omitted temperature
+// is greedy.
+//
+// A stop string ends the choice with finish_reason "stop" and is cut, with
+// everything after it, from the text. While streaming, text that could be
+// the start of a stop string is held back until it is known not to be one,
+// so a stop string split across tokens is never sent. The engine stops
+// generating at the next step (the request is cancelled).
+//
+// Seeds: with a seed, choice i of a request draws its tokens from
+// sample.Uniform(seed, i, t), so the same seed, prompt and parameters give
+// the same text on every call, and the n choices differ from one another.
+// Without one, each choice gets a random seed and a request index unique in
+// the server.
+//
+// Log-probabilities are of the raw model distribution: log-softmax of the
+// logits, before temperature, penalties and top-k/top-p/min-p (what vLLM
+// reports by default), computed from Request.OnLogits. The sampled token's
+// log-probability is reported even when it is not among the top ones.
+// A speculative pipeline (one with a verify stage) samples verified drafts
+// without OnLogits, so there logprobs are a 400.
+//
+// presence_penalty and frequency_penalty are not implemented (the sampler
+// has no such penalty and OnLogits cannot change sampling): a non-zero
+// value is a 400 naming the parameter, as are logit_bias, suffix, best_of >
+// n, tools and a response_format other than text.
+//
+// # Errors and limits
+//
+// Errors are OpenAI error objects {"error": {"message", "type", "param",
+// "code"}}: 400 for bad JSON and bad parameters (a prompt longer than the
+// context is code context_length_exceeded), 401 for a missing or wrong API
+// key, 404 for another model name or path, 405 for a wrong method, 413 for
+// a body over Options.MaxBodyBytes, 503 (with Retry-After) when
+// Options.MaxWaiting requests already wait for the engine, or while
+// shutting down. A panic in a handler is a 500, never a crash.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/chat"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Engine runs the requests. Serve drains and closes it; a caller that
+	// only uses Handler keeps it.
+	Engine *sluice.Engine
+	// Model is the id clients name in "model" and /v1/models lists. A
+	// request with an empty model is served too.
+	Model string
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on
+	// /v1/ and /metrics (/health stays open for probes).
+	APIKey string
+	// Chat is the chat template; nil is the model's own (chat.ForModel).
+	Chat *chat.Template
+	// MaxWaiting bounds the choices accepted beyond what the engine runs at
+	// once (its max_in_flight); more get 503. 0 = 256.
+	MaxWaiting int
+	// MaxBodyBytes bounds a request body; 0 = 8 MiB.
+	MaxBodyBytes int64
+	// MaxN bounds n (choices per prompt) and the choices of one request;
+	// 0 = 16.
+	MaxN   int
+	Logger zerolog.Logger
+}
+
+// Server serves one engine over HTTP.
+type Server struct {
+	o       Options
+	eng     *sluice.Engine
+	tok     tokenizer.Tokenizer
+	tmpl    *chat.Template
+	chatIDs []int32  // the template's end-of-turn token ids
+	chatTxt []string // its end-of-turn markers the vocabulary lacks
+	bos     string
+	eos     string
+	created int64
+	m       *metrics
+	mux     *http.ServeMux
+
+	// speculative: the pipeline verifies drafts, which samples without
+	// Request.OnLogits, so logprobs cannot be computed.
+	speculative bool
+
+	capacity int
+	mu       sync.Mutex
+	inflight int
+	draining atomic.Bool
+	index    atomic.Uint64 // request indices of unseeded choices
+}
+
+// New builds a server over o.Engine.
+func New(o Options) (*Server, error) {
+	if o.Engine == nil {
+		return nil, errors.New("server: no engine")
+	}
+	if o.MaxWaiting <= 0 {
+		o.MaxWaiting = 256
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.MaxN <= 0 {
+		o.MaxN = 16
+	}
+	l := o.Engine.Loaded()
+	if o.Model == "" {
+		o.Model = "sluice"
+	}
+	s := &Server{o: o, eng: o.Engine, tok: l.Tokenizer, tmpl: o.Chat, created: time.Now().Unix()}
+	if s.tmpl == nil {
+		var err error
+		if s.tmpl, err = chat.ForModel(l.Source.GGUF, l.Tokenizer); err != nil {
+			return nil, err
+		}
+	}
+	s.chatIDs, s.chatTxt = s.tmpl.Stops(s.tok)
+	s.bos, s.eos = chat.Specials(s.tok)
+	s.capacity = o.Engine.Pipeline().Scheduler().MaxInFlight + o.MaxWaiting
+	_, s.speculative = o.Engine.Pipeline().StageOfKind(pipelines.KindVerify)
+	s.m = newMetrics(o.Engine, s)
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/v1/completions", s.route("completions", http.MethodPost, s.auth(s.completions)))
+	s.mux.HandleFunc("/v1/chat/completions", s.route("chat", http.MethodPost, s.auth(s.chatCompletions)))
+	s.mux.HandleFunc("/v1/models", s.route("models", http.MethodGet, s.auth(s.models)))
+	s.mux.HandleFunc("/v1/models/{id}", s.route("models", http.MethodGet, s.auth(s.model)))
+	s.mux.HandleFunc("/health", s.route("health", http.MethodGet, s.health))
+	metricsHandler := promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})
+	s.mux.HandleFunc("/metrics", s.route("metrics", http.MethodGet, s.auth(metricsHandler.ServeHTTP)))
+	s.mux.HandleFunc("/", s.route("other", "", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, notFound("Unknown path %s %s.", r.Method, r.URL.Path))
+	}))
+	return s, nil
+}
+
+// Template is the chat template the server renders chats with.
+func (s *Server) Template() *chat.Template { return s.tmpl }
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// statusWriter records the status for the request counter.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(c int) {
+	if w.code == 0 {
+		w.code = c
+	}
+	w.ResponseWriter.WriteHeader(c)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// route checks the method, counts the request and turns a panic into a 500.
+func (s *Server) route(name, method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.o.Logger.Error().Interface("panic", v).Str("path", r.URL.Path).Msg("handler panicked")
+				if sw.code == 0 {
+					writeError(sw, internalError(fmt.Errorf("internal error: %v", v)))
+				}
+			}
+			s.m.requests.WithLabelValues(name, fmt.Sprint(sw.code)).Inc()
+		}()
+		if method != "" && r.Method != method {
+			sw.Header().Set("Allow", method)
+			writeError(sw, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+				Message: fmt.Sprintf("%s %s is not allowed: use %s.", r.Method, r.URL.Path, method)})
+			return
+		}
+		h(sw, r)
+	}
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.o.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.o.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, errBadKey)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"status":"shutting down"}`)
+		return
+	}
+	fmt.Fprintln(w, `{"status":"ok"}`)
+}
+
+func (s *Server) modelObject() modelObject {
+	return modelObject{ID: s.o.Model, Object: "model", Created: s.created, OwnedBy: "sluice"}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, struct {
+		Object string        `json:"object"`
+		Data   []modelObject `json:"data"`
+	}{"list", []modelObject{s.modelObject()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != s.o.Model {
+		writeError(w, withCode(notFound("The model '%s' does not exist: this server serves '%s'.", id, s.o.Model), "model_not_found"))
+		return
+	}
+	writeJSON(w, s.modelObject())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// admit reserves k choices, all or none.
+func (s *Server) admit(k int) *apiError {
+	if s.draining.Load() {
+		return errShuttingDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight+k > s.capacity {
+		return errOverloaded
+	}
+	s.inflight += k
+	return nil
+}
+
+func (s *Server) release() {
+	s.mu.Lock()
+	s.inflight--
+	s.mu.Unlock()
+}
+
+func (s *Server) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully: it stops
+// accepting connections and requests (new ones get 503), lets the requests
+// in flight finish for up to grace, cancels what is left (their streams end
+// with finish_reason "cancelled"), and drains and closes the engine.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		s.draining.Store(true)
+		return errors.Join(err, s.eng.Close())
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	dctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	// The handlers end once their engine requests have; Shutdown waits for
+	// them a little longer than the engine's grace, to write their last bytes.
+	sctx, scancel := context.WithTimeout(context.Background(), grace+5*time.Second)
+	defer scancel()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	err := s.eng.Drain(dctx) // after grace, the rest are cancelled
+	if serr := <-shut; serr != nil {
+		hs.Close()
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// newSeed is a random seed for a choice that came without one.
+func newSeed() uint64 { return rand.Uint64() >> 1 }
+
+// samplingDefaults is the pipeline's sampling, what an omitted parameter takes.
+func (s *Server) samplingDefaults() sample.Options {
+	return s.eng.Pipeline().SessionOptions().Sampling
+}
