@@ -95,14 +95,14 @@ type streamStore struct {
 	rowMu                           sync.Mutex
 	rowBuf                          []byte // aligned span of one row read
 	waitNanos                       atomic.Int64
-	tl                              *timeline
+	tl                              atomic.Pointer[timeline]
 }
 
 func openStream(o Options) (*streamStore, error) {
 	s := &streamStore{o: o, index: map[string]Ref{}, ents: map[string]*entry{}, cur: -1}
 	s.cond = sync.NewCond(&s.mu)
 	if o.Timeline {
-		s.tl = &timeline{}
+		s.tl.Store(&timeline{})
 	}
 	for fi, f := range o.Files {
 		d, err := openDisk(f.Path, o.Logger)
@@ -187,7 +187,7 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 		// Stream: the pinned set, then whole layers while two buffers still fit.
 		minimum := restBytes + 2*maxLayer
 		if budget > 0 && budget < minimum {
-			return fmt.Errorf("offload: a memory budget of %s is below the minimum of %s for %s: the pinned set (embedding, output head, norms) takes %s and a ring of 2 layer buffers %s (a layer is %s)",
+			return fmt.Errorf("offload: a memory budget of %s is below the minimum of %s for %s: the pinned set (output head, norms; the embedding too when the head shares it) takes %s and a ring of 2 layer buffers %s (a layer is %s)",
 				FormatBytes(budget), FormatBytes(minimum), s.files[0].path, FormatBytes(restBytes), FormatBytes(2*maxLayer), FormatBytes(maxLayer))
 		}
 		if budget == 0 {
@@ -385,7 +385,7 @@ func (s *streamStore) loader() {
 			}
 			s.bytesRead.Add(lp.segs[i].end - lp.segs[i].start)
 		}
-		s.tl.read(s.layerIndex(lp), t0, time.Now())
+		s.tl.Load().read(s.layerIndex(lp), t0, time.Now())
 		s.loads.Add(1)
 
 		s.mu.Lock()
@@ -433,7 +433,7 @@ func (p *slotPin) Release() {
 		s.cond.Broadcast()
 	}
 	if p.e != nil {
-		s.tl.released(p.e.layer)
+		s.tl.Load().released(p.e.layer)
 	}
 	s.mu.Unlock()
 }
@@ -458,7 +458,7 @@ func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 		return s.readDirect(r)
 	}
 	if e.view != nil {
-		s.tl.acquired(e.layer)
+		s.tl.Load().acquired(e.layer)
 		return e.view, nil
 	}
 	lp := s.layers[e.layer]
@@ -468,7 +468,7 @@ func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 		return nil, ErrClosed
 	}
 	s.cur = lp.pos
-	s.tl.acquired(e.layer)
+	s.tl.Load().acquired(e.layer)
 	waited := false
 	var t0 time.Time
 	for {
@@ -619,9 +619,12 @@ func (s *streamStore) Stats() Stats {
 	}
 }
 
-// Timeline returns the recorded read and compute spans (nil when
-// Options.Timeline is off).
-func (s *streamStore) Timeline() []Span { return s.tl.spans() }
+// Timeline returns the recorded read and compute spans (nil when not
+// recording).
+func (s *streamStore) Timeline() []Span { return s.tl.Load().spans() }
+
+// StartTimeline starts recording afresh.
+func (s *streamStore) StartTimeline() { s.tl.Store(&timeline{}) }
 
 func (s *streamStore) Close() error {
 	if s.closed.Swap(true) {

@@ -16,8 +16,10 @@ type Span struct {
 	End   time.Time
 }
 
-// Timeliner is a Store that records a timeline (Options.Timeline).
+// Timeliner is a Store that records a timeline (the ssd tier): from Open
+// with Options.Timeline, or from StartTimeline.
 type Timeliner interface {
+	StartTimeline()
 	Timeline() []Span
 }
 
