@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -207,4 +208,39 @@ func (st *streamStore) readSegment(s *segment, buf []byte) error {
 		}
 	}
 	return f
+}
+
+// ReadBandwidth measures how fast the ssd tier can read path: sequential
+// preads of chunk bytes (aligned, O_DIRECT where the filesystem allows it,
+// so the page cache does not flatter the figure) over up to total bytes
+// from the start. It reports bytes per second and whether reads were direct.
+func ReadBandwidth(path string, chunk, total int64) (float64, bool, error) {
+	d, err := openDisk(path, zerolog.Nop())
+	if err != nil {
+		return 0, false, err
+	}
+	defer d.close()
+	direct := d.direct != nil
+	chunk = alignUp(max(chunk, align))
+	buf, unmap := alignedBuf(chunk)
+	if unmap != nil {
+		defer syscall.Munmap(unmap)
+	}
+	total = min(total, d.size)
+	start := time.Now()
+	var done int64
+	for done < total {
+		n, err := d.readAt(buf, done, nil, zerolog.Nop())
+		if err != nil {
+			return 0, direct, fmt.Errorf("offload: %s at offset %d: %w", path, done, err)
+		}
+		if n == 0 {
+			break
+		}
+		done += int64(n)
+	}
+	d.mu.Lock()
+	direct = direct && d.direct != nil
+	d.mu.Unlock()
+	return float64(done) / time.Since(start).Seconds(), direct, nil
 }

@@ -454,7 +454,9 @@ func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 	}
 	s.acq.Add(1)
 	e := s.ents[r.Name]
-	if e == nil || e.ref.Offset != r.Offset || e.ref.Size != r.Size || e.ref.File != r.File || !s.planned {
+	if e == nil || e.ref.Offset != r.Offset || e.ref.Size != r.Size || e.ref.File != r.File || !s.planned || e.rows {
+		// Not planned, a range no tensor names, or a tensor read by rows
+		// (RowReader) acquired whole: read it for this Acquire alone.
 		return s.readDirect(r)
 	}
 	if e.view != nil {
