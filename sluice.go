@@ -129,7 +129,7 @@ func Open(ctx context.Context, o Options) (*Engine, error) {
 	}
 	l, err := model.Load(ctx, model.LoadOptions{
 		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, Tier: tier, Threads: p.Model.Threads,
-		Logger: o.Logger, Progress: o.Progress,
+		Logger: o.Logger, Progress: o.Progress, Budget: p.Model.MemBudget,
 	})
 	if err != nil {
 		return nil, err

@@ -20,6 +20,12 @@ type LoadOptions struct {
 	Registry  *Registry // nil = &Default
 	Logger    zerolog.Logger
 	Progress  func(done, total int64)
+	// Budget bounds resident weight bytes (0: none); see offload.Options.
+	Budget int64
+	// Timeline records per-layer read and compute spans (offload.Timeliner).
+	Timeline bool
+	// ReadAt replaces the ssd tier's pread (fault injection in tests).
+	ReadAt offload.ReadAtFunc
 }
 
 // Loaded is a model ready to run: file, weights, architecture and tokenizer.
@@ -48,6 +54,9 @@ func Load(ctx context.Context, o LoadOptions) (*Loaded, error) {
 		Tier:     o.Tier,
 		Logger:   o.Logger,
 		Progress: o.Progress,
+		Budget:   o.Budget,
+		Timeline: o.Timeline,
+		ReadAt:   o.ReadAt,
 	})
 	if err != nil {
 		return nil, err
@@ -61,6 +70,20 @@ func Load(ctx context.Context, o LoadOptions) (*Loaded, error) {
 	if err != nil {
 		pool.Close()
 		return nil, errors.Join(err, store.Close())
+	}
+	if pl, ok := store.(offload.Planner); ok {
+		// The ssd tier pins and streams by layer: tell it the layers.
+		var lay offload.Layout
+		for _, b := range m.Blocks() {
+			lay.Layers = append(lay.Layers, b.Weights())
+		}
+		if rw, ok := m.(interface{ RowWeights() []offload.Ref }); ok {
+			lay.Rows = rw.RowWeights()
+		}
+		if err := pl.Plan(ctx, lay); err != nil {
+			pool.Close()
+			return nil, errors.Join(err, store.Close())
+		}
 	}
 	tok, err := loadTokenizer(src, o.Tokenizer, m.Arch().Vocab)
 	if err == nil && tok.VocabSize() != m.Arch().Vocab {

@@ -1,8 +1,8 @@
 // Package offload is the tensor store: the only way model code reaches weight
 // bytes. A Ref names a tensor somewhere in the tiers; Acquire makes it resident
-// and pins it until Release. This issue ships the RAM and mmap tiers; the SSD
-// tier, the ristretto chunk cache, the memory budget and the prefetch policy
-// come later behind the same interface.
+// and pins it until Release. Tiers: RAM, mmap, and ssd (a pinned set plus
+// layers streamed through a ring of buffers by O_DIRECT preads under a
+// memory budget, prefetched ahead of the compute: stream.go).
 package offload
 
 import (
@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/tensor"
@@ -58,6 +59,12 @@ const (
 	// (110m Q8_0 decode 1.23×), so RAM is the faster tier whenever it fits;
 	// Mmap keeps larger models runnable and shares pages between processes.
 	Auto
+	// SSD keeps a pinned set resident (what every pass needs, and as many
+	// whole layers as the budget holds) and streams the other layers from
+	// the file through a ring of ≥ 2 layer buffers, with pread (O_DIRECT
+	// where the filesystem allows it). Options.Budget bounds what is
+	// resident; without one it streams every layer (the smallest footprint).
+	SSD
 )
 
 func (t Tier) String() string {
@@ -68,13 +75,17 @@ func (t Tier) String() string {
 		return "ram"
 	case Auto:
 		return "auto"
+	case SSD:
+		return "ssd"
 	}
 	return fmt.Sprintf("tier(%d)", t)
 }
 
-// ParseTier maps "mmap", "ram" or "auto" to a Tier; "" is Auto.
+// ParseTier maps "mmap", "ram", "ssd" or "auto" to a Tier; "" is Auto.
 func ParseTier(s string) (Tier, error) {
 	switch s {
+	case "ssd":
+		return SSD, nil
 	case "mmap":
 		return Mmap, nil
 	case "ram":
@@ -82,7 +93,7 @@ func ParseTier(s string) (Tier, error) {
 	case "", "auto":
 		return Auto, nil
 	}
-	return 0, fmt.Errorf("offload: unknown tier %q (want mmap, ram or auto)", s)
+	return 0, fmt.Errorf("offload: unknown tier %q (want auto, ram, mmap or ssd)", s)
 }
 
 // resolve is the tier a file of size bytes gets: t itself unless t is Auto.
@@ -127,14 +138,64 @@ type Options struct {
 	Tier     Tier
 	Logger   zerolog.Logger          // zero value logs nothing
 	Progress func(done, total int64) // load progress (RAM tier); the CLI draws the bar
+	// Budget bounds the bytes of resident weights (0: none). The ssd tier
+	// sizes its pinned set and ring from it; Auto picks RAM when the files
+	// fit in it (and in half the available memory), else ssd; RAM refuses
+	// files larger than it; mmap cannot enforce it and says so.
+	Budget int64
+	// ReadAt, when set, replaces the ssd tier's pread (fault injection).
+	ReadAt ReadAtFunc
+	// Timeline records per-layer read and compute spans (Timeliner).
+	Timeline bool
+
+	poison bool // tests: fill a ring buffer with 0xff before each read
 }
 
 // Stats counts store traffic.
 type Stats struct {
 	Acquires     int64
 	BytesMapped  int64 // mmap tier: bytes of files mapped
-	BytesRead    int64 // RAM tier: bytes read at Open
+	BytesRead    int64 // RAM tier: bytes read at Open; ssd tier: the pinned set
 	PrefetchHint int64
+
+	// The ssd tier.
+	BytesStreamed  int64         // layer bytes read into the ring since Open
+	Loads          int64         // layer reads into the ring
+	LateLoads      int64         // Acquires that found their layer not yet read and waited
+	Wait           time.Duration // time those Acquires waited
+	Pinned         int64         // bytes of the pinned set (layers pinned included)
+	RingBuffers    int           // layer buffers in the ring
+	RingBytes      int64         // bytes of the ring
+	StreamedLayers int           // layers that stream (the others are pinned)
+	RowBytes       int64         // bytes of rows read by RowReader (the embedding)
+}
+
+// Resident is the bytes of weights the store keeps in memory.
+func (s Stats) Resident() int64 { return s.Pinned + s.RingBytes }
+
+// Layout is what a model tells a Planner about its weights.
+type Layout struct {
+	// Layers[i] are block i's tensors; blocks run in this order every pass.
+	Layers [][]Ref
+	// Rows are tensors read only a row at a time (an embedding the output
+	// head does not share): through RowReader, never held whole.
+	Rows []Ref
+}
+
+// Planner is a store that lays weights out once the model knows its layers
+// (the ssd tier): every tensor neither a layer's nor in Rows is pinned.
+// model.Load calls it after binding.
+type Planner interface {
+	Plan(ctx context.Context, l Layout) error
+}
+
+// RowReader is a Store that reads single rows of the tensors it holds by
+// row (Layout.Rows), by byte range, instead of making them resident.
+type RowReader interface {
+	// ReadsRows reports whether r is one of them.
+	ReadsRows(r Ref) bool
+	// ReadRow copies row i of r (r.Size / r.Rows() bytes) into dst.
+	ReadRow(ctx context.Context, r Ref, i int, dst []byte) error
 }
 
 // Store serves weight bytes.
@@ -170,8 +231,12 @@ type memFile struct {
 	unmap  []byte // a mapping Close unmaps (len == cap, as Munmap wants), or nil
 }
 
-// Open validates every tensor against its file's size and maps or reads the files.
+// Open validates every tensor against its file's size and maps or reads
+// the files; the ssd tier reads nothing until Plan.
 func Open(ctx context.Context, o Options) (Store, error) {
+	if o.Budget < 0 {
+		return nil, fmt.Errorf("offload: memory budget %d is negative", o.Budget)
+	}
 	s := &memStore{index: map[string]Ref{}, views: map[viewKey]*view{}}
 	var total int64
 	for _, f := range o.Files {
@@ -180,6 +245,27 @@ func Open(ctx context.Context, o Options) (Store, error) {
 			return nil, fmt.Errorf("offload: %w", err)
 		}
 		total += st.Size()
+	}
+	if o.Budget > 0 {
+		switch o.Tier {
+		case Auto:
+			if o.Tier.resolve(total) == RAM && total <= o.Budget {
+				o.Tier = RAM
+			} else {
+				o.Tier = SSD
+			}
+			o.Logger.Debug().Str("tier", o.Tier.String()).Str("budget", FormatBytes(o.Budget)).Msg("offload: auto tier picked from the budget")
+		case RAM:
+			if total > o.Budget {
+				return nil, fmt.Errorf("offload: the ram tier holds all %s of weights, more than the memory budget of %s: use --tier ssd (or auto)",
+					FormatBytes(total), FormatBytes(o.Budget))
+			}
+		case Mmap:
+			o.Logger.Warn().Str("budget", FormatBytes(o.Budget)).Msg("offload: the mmap tier leaves residency to the kernel and does not enforce the memory budget; use --tier ssd to bound it")
+		}
+	}
+	if o.Tier == SSD {
+		return openStream(o)
 	}
 	var done int64
 	for fi, f := range o.Files {

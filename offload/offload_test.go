@@ -108,10 +108,10 @@ func TestOpenErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseTier("ssd"); err == nil {
-		t.Error("ParseTier accepted ssd (not built yet)")
+	if _, err := ParseTier("disk"); err == nil {
+		t.Error("ParseTier accepted disk")
 	}
-	for s, want := range map[string]Tier{"": Auto, "auto": Auto, "ram": RAM, "mmap": Mmap} {
+	for s, want := range map[string]Tier{"": Auto, "auto": Auto, "ram": RAM, "mmap": Mmap, "ssd": SSD} {
 		if got, err := ParseTier(s); err != nil || got != want {
 			t.Errorf("ParseTier(%q) = %v, %v; want %v", s, got, err, want)
 		}

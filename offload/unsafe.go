@@ -8,3 +8,6 @@ func unsafeBytes(w []uint64) []byte {
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
 }
+
+// addr is the address of b's first byte (b non-empty).
+func addr(b []byte) int64 { return int64(uintptr(unsafe.Pointer(&b[0]))) }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sluicehq/sluice/offload"
 )
 
 // Describe prints what the pipeline would build: its settings, the model
@@ -30,6 +32,9 @@ func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintf(tw, "  path\t%s\n", orDefault(m.Path, "(not set: give one on the command line)"))
 	fmt.Fprintf(tw, "  tokenizer\t%s\n", orDefault(m.Tokenizer, "(not set: from the model file)"))
 	fmt.Fprintf(tw, "  tier\t%s\n", orDefault(m.Tier, TierAuto+" (default)"))
+	if m.MemBudget > 0 {
+		fmt.Fprintf(tw, "  mem_budget\t%s\n", offload.FormatBytes(m.MemBudget))
+	}
 	fmt.Fprintf(tw, "  threads\t%s\n", intOrDefault(m.Threads, "GOMAXPROCS"))
 	fmt.Fprintf(tw, "  context\t%s\n", intOrDefault(m.Context, "the model's context length"))
 	fmt.Fprintf(tw, "  page_tokens\t%s\n", intOrDefault(m.PageTokens, "the KV cache's default"))

@@ -132,10 +132,7 @@ func buildLayers(b *BuildContext) (graph.AnyPort, error) {
 	}
 	for lo := 0; lo < len(blocks); lo += per {
 		hi := min(lo+per, len(blocks))
-		layer := &stages.Layers{E: b.Env, Blocks: blocks[lo:hi]}
-		if a := lp.PrefetchAhead; a > 0 && hi-1+a < len(blocks) && per == 1 {
-			layer.Ahead = blocks[hi-1+a]
-		}
+		layer := &stages.Layers{E: b.Env, Blocks: blocks[lo:hi], All: blocks, Ahead: lp.PrefetchAhead}
 		name := fmt.Sprintf("%s.%02d", b.Stage.ID, lo)
 		if hi-lo > 1 {
 			name = fmt.Sprintf("%s.%02d-%02d", b.Stage.ID, lo, hi-1)

@@ -82,8 +82,9 @@ func batchFits(p *SchedulerParams) error {
 // transformer_layers entry expands to one stage per block when the graph is
 // built, because the number of blocks comes from the model.
 type TransformerLayersParams struct {
-	// PrefetchAhead is how many layers ahead of a batch the prefetch stage
-	// asks the weight store to load; 0 disables prefetch. ≥ 0, default 1.
+	// PrefetchAhead is how many layers ahead of the one computing the store
+	// is asked to load (wrapping into the next pass); 0 disables prefetch.
+	// The ssd tier loads at most as far as its ring holds. ≥ 0, default 1.
 	PrefetchAhead int `toml:"prefetch_ahead"`
 	// BlocksPerStage is how many consecutive blocks one stage runs. One step
 	// (one batch) is in flight at a time and the kernel pool parallelises

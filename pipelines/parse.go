@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/sluicehq/sluice/offload"
 )
 
 // MaxFileBytes bounds what Load reads: pipeline files are a few hundred
@@ -96,6 +97,7 @@ type modelTOML struct {
 	Threads    int    `toml:"threads"`
 	Context    int    `toml:"context"`
 	PageTokens int    `toml:"page_tokens"`
+	MemBudget  any    `toml:"mem_budget"` // "512MiB", or an integer of bytes
 }
 
 type stageTOML struct {
@@ -334,9 +336,26 @@ func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 		l.add(&Error{Line: l.ix.keyLine([]string{table, key}), Kind: ErrInvalid, Msg: table + "." + key + ": " + msg})
 	}
 	switch m.Tier {
-	case "", TierMmap, TierRAM, TierAuto:
+	case "", TierMmap, TierRAM, TierAuto, TierSSD:
 	default:
-		bad("tier", fmt.Sprintf("%q is not a tier; want %q, %q or %q", m.Tier, TierAuto, TierRAM, TierMmap))
+		bad("tier", fmt.Sprintf("%q is not a tier; want %q, %q, %q or %q", m.Tier, TierAuto, TierRAM, TierMmap, TierSSD))
+	}
+	var budget int64
+	switch v := m.MemBudget.(type) {
+	case nil:
+	case string:
+		n, err := offload.ParseBytes(v)
+		if err != nil {
+			bad("mem_budget", strings.TrimPrefix(err.Error(), "offload: "))
+		}
+		budget = n
+	case int64:
+		if v < 0 {
+			bad("mem_budget", fmt.Sprintf("%d is negative; want ≥ 0 (0 = none)", v))
+		}
+		budget = v
+	default:
+		bad("mem_budget", fmt.Sprintf(`got %s; want a size such as "512MiB" or "2GB", or an integer of bytes`, tomlTypeName(v)))
 	}
 	for _, f := range []struct {
 		key string
@@ -354,7 +373,8 @@ func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 			bad("page_tokens", "the draft follows the target's KV page size; set it in [model]")
 		}
 	}
-	return ModelSpec(m)
+	return ModelSpec{Path: m.Path, Tokenizer: m.Tokenizer, Tier: m.Tier, Threads: m.Threads, Context: m.Context,
+		PageTokens: m.PageTokens, MemBudget: budget}
 }
 
 // stages decodes every [[stage]]; raw is the generic value of "stage".

@@ -494,10 +494,22 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:2: timeout: integer 300 has no unit; want a duration string such as "5m" (an integer is accepted only as 0 = none)`,
 		},
 		{
-			name: "bad tier",
-			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\ntier = \"ssd\""),
+			name: "budget unit typo",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\nmem_budget = \"512MiBs\""),
 			kind: ErrInvalid,
-			want: `pipelines: t.toml:3: model.tier: "ssd" is not a tier; want "auto", "ram" or "mmap"`,
+			want: `pipelines: t.toml:3: model.mem_budget: byte size "512MiBs": unknown unit "MiBs" (want B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)`,
+		},
+		{
+			name: "budget not a size",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\nmem_budget = true"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: model.mem_budget: got boolean true; want a size such as "512MiB" or "2GB", or an integer of bytes`,
+		},
+		{
+			name: "bad tier",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\ntier = \"disk\""),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: model.tier: "disk" is not a tier; want "auto", "ram", "mmap" or "ssd"`,
 		},
 		{
 			name: "negative threads",
@@ -752,5 +764,23 @@ func TestParseManyProblems(t *testing.T) {
 	last := errs[len(errs)-1].Error()
 	if !strings.HasSuffix(last, "more problems not shown") || !errors.Is(errs[len(errs)-1], ErrUnknownKey) {
 		t.Errorf("last error = %q", last)
+	}
+}
+
+func TestMemBudget(t *testing.T) {
+	for src, want := range map[string]int64{
+		`mem_budget = "512MiB"`:  512 << 20,
+		`mem_budget = "1.5 GiB"`: 3 << 29,
+		`mem_budget = "2GB"`:     2e9,
+		`mem_budget = 1048576`:   1 << 20,
+		`tier = "ssd"`:           0,
+	} {
+		p, err := Parse([]byte(edit(t, `name = "t"`, "name = \"t\"\n[model]\n"+src)), "t.toml")
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if p.Model.MemBudget != want {
+			t.Errorf("%s: budget %d, want %d", src, p.Model.MemBudget, want)
+		}
 	}
 }

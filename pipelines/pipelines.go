@@ -137,7 +137,9 @@ type ModelSpec struct {
 	// (GGUF files carry their own). Resolved like Path.
 	Tokenizer string
 	// Tier is where weights live: "auto" (default: "ram" when the file fits
-	// in half the available memory, else "mmap"), "ram" or "mmap".
+	// in half the available memory and in MemBudget, else "mmap", or "ssd"
+	// with a MemBudget), "ram", "mmap" or "ssd" (a pinned set plus layers
+	// streamed from the file through a ring of buffers).
 	Tier string
 	// Threads for the kernels; 0 = GOMAXPROCS.
 	Threads int
@@ -146,6 +148,9 @@ type ModelSpec struct {
 	Context int
 	// PageTokens is the KV page size in tokens; 0 = the KV cache's default.
 	PageTokens int
+	// MemBudget bounds resident weight bytes; 0 = none. The file's
+	// mem_budget takes units ("512MiB", "2GB") or an integer of bytes.
+	MemBudget int64
 }
 
 // Tiers a ModelSpec may name.
@@ -153,6 +158,7 @@ const (
 	TierMmap = "mmap"
 	TierRAM  = "ram"
 	TierAuto = "auto"
+	TierSSD  = "ssd"
 )
 
 // StageSpec is one [[stage]] entry: what the file says of a stage (graph.Stage

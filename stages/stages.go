@@ -113,21 +113,28 @@ func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sc
 	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
 
-// Layers runs a run of consecutive transformer blocks. Before each pass it
-// hints the store about the weights of the block Ahead (k layers down), so a
-// tier that loads from disk overlaps that read with this stage's compute.
+// Layers runs a run of consecutive transformer blocks. Before each block
+// it hints the store about the weights of the block Ahead blocks further
+// down the model (All), wrapping around into the next pass, so a tier that
+// loads from disk reads them while this block computes, and layer 0 of the
+// next pass loads while the last layer computes.
 type Layers struct {
 	E      *Env
 	Blocks []model.Block
-	Ahead  model.Block // nil: no prefetch
+	All    []model.Block // every block of the model, for the hint; nil: Blocks
+	Ahead  int           // 0: no prefetch
 }
 
 func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if st.Err == nil && s.Ahead != nil {
-		s.E.Store.Prefetch(s.Ahead.Weights()...)
+	all := s.All
+	if all == nil {
+		all = s.Blocks
 	}
 	return forward(ctx, st, emit, func(ms *model.State) error {
 		for _, b := range s.Blocks {
+			if s.Ahead > 0 && len(all) > 0 {
+				s.E.Store.Prefetch(all[(b.Index()+s.Ahead)%len(all)].Weights()...)
+			}
 			if err := b.Forward(ctx, ms, s.E.Store); err != nil {
 				return err
 			}

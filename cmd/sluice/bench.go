@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
 )
 
@@ -44,6 +45,25 @@ type benchReport struct {
 	BusyShare        map[string]float64 `json:"stage_busy_share"`
 	// Spec is what speculative decoding did over all runs (absent without --spec).
 	Spec *specReport `json:"spec,omitempty"`
+	// Offload is the ssd tier's traffic (absent for ram and mmap).
+	Offload *offloadReport `json:"offload,omitempty"`
+}
+
+type offloadReport struct {
+	Budget          int64   `json:"budget_bytes"`
+	Resident        int64   `json:"resident_bytes"` // pinned set + ring
+	PinnedBytes     int64   `json:"pinned_bytes"`
+	StreamedLayers  int     `json:"streamed_layers"`
+	RingBuffers     int     `json:"ring_buffers"`
+	PrefetchAhead   int     `json:"prefetch_ahead"`
+	BytesPerToken   float64 `json:"streamed_bytes_per_decode_token"`
+	LateLoads       int64   `json:"late_loads"`
+	Loads           int64   `json:"loads"`
+	WaitSeconds     float64 `json:"wait_seconds"`
+	DiskBytesPerSec float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
+	DiskDirect      bool    `json:"disk_read_direct,omitempty"`
+	// BoundTokS is the decode rate the disk allows: bandwidth / bytes streamed per token.
+	BoundTokS float64 `json:"disk_bound_tok_s,omitempty"`
 }
 
 type specReport struct {
@@ -74,6 +94,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	runs := fs.Int("runs", 5, "runs; figures are the median, min and max")
 	parallel := fs.Int("parallel", 1, "sequences decoded together in one batch (aggregate and per-sequence tok/s)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	ahead := fs.Int("prefetch-ahead", -1, "layers ahead the store is asked to load (0: prefetch off; default: the pipeline's)")
+	timelineSVG := fs.String("timeline", "", "write the last decode passes' per-layer weight reads and compute (ssd tier) to this `FILE.svg`")
+	diskBW := fs.Bool("disk-bandwidth", false, "ssd tier: first measure the O_DIRECT read bandwidth of the model file (as the store reads it) and report the decode rate it allows")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -99,6 +122,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	mf.apply(p)
 	if err := sf.apply(p); err != nil {
 		return err
+	}
+	lp, _ := p.StageOfKind(pipelines.KindTransformerLayers)
+	if *ahead >= 0 && lp != nil {
+		lp.Params.(*pipelines.TransformerLayersParams).PrefetchAhead = *ahead
 	}
 	l, err := loadModel(ctx, e, p)
 	if err != nil {
@@ -143,7 +170,29 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	busy := map[string]time.Duration{}
 	var total time.Duration
-	for range *runs {
+	var off *offloadReport
+	var st0 offload.Stats
+	var decodeTokens int
+	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
+		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
+			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers}
+		if lp != nil {
+			off.PrefetchAhead = lp.Params.(*pipelines.TransformerLayersParams).PrefetchAhead
+		}
+		if *diskBW {
+			bw, direct, err := offload.ReadBandwidth(p.Model.Path, st.RingBytes/int64(max(st.RingBuffers, 1)), 1<<30)
+			if err != nil {
+				return err
+			}
+			off.DiskBytesPerSec, off.DiskDirect = bw, direct
+		}
+	}
+	for run := range *runs {
+		if run == *runs-1 && *timelineSVG != "" {
+			if tl, ok := l.Store.(offload.Timeliner); ok {
+				tl.StartTimeline()
+			}
+		}
 		eng, err := sluice.New(l, sluice.Options{Pipeline: p, Logger: e.log, Draft: draft})
 		if err != nil {
 			return err
@@ -179,6 +228,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		// Prefill: all prompt tokens over the time to the last first token;
 		// decode: the tokens after each first token over the span from the
 		// last first token to the last end (all sequences decoding together).
+		if run == 0 {
+			st0 = l.Store.Stats()
+		}
 		var start, firstAll, endAll time.Time
 		var decoded int
 		var seqRate float64
@@ -196,6 +248,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 				endAll = r.End
 			}
 			decoded += r.CompletionTokens - 1
+			decodeTokens += r.CompletionTokens
 			seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
 		}
 		prefill = append(prefill, float64(len(prompts)**promptTokens)/firstAll.Sub(start).Seconds())
@@ -222,6 +275,39 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
 	r.Spec = spec
+	if off != nil {
+		st := l.Store.Stats()
+		// Streamed bytes per token over the runs after the first (prefill
+		// passes stream the same layers once for the whole prompt chunk).
+		n := decodeTokens
+		if *runs > 1 {
+			n = decodeTokens * (*runs - 1) / *runs
+			st.BytesStreamed -= st0.BytesStreamed
+		}
+		off.BytesPerToken = float64(st.BytesStreamed) / float64(max(n, 1))
+		off.Loads, off.LateLoads, off.WaitSeconds = st.Loads, st.LateLoads, st.Wait.Seconds()
+		if off.DiskBytesPerSec > 0 && off.BytesPerToken > 0 {
+			off.BoundTokS = off.DiskBytesPerSec / off.BytesPerToken
+		}
+		r.Offload = off
+	}
+	if *timelineSVG != "" {
+		tl, ok := l.Store.(offload.Timeliner)
+		if !ok {
+			return fmt.Errorf("bench: --timeline needs the ssd tier (--tier ssd)")
+		}
+		f, err := os.Create(*timelineSVG)
+		if err != nil {
+			return err
+		}
+		if err := writeTimeline(f, tl.Timeline(), 3); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
 	for k, v := range busy {
 		if total > 0 {
 			r.BusyShare[k] = float64(v) / float64(total)
@@ -238,6 +324,14 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
 	}
 	fmt.Fprintf(tw, "peak rss\t%s\n", humanBytes(r.PeakRSSBytes))
+	if o := r.Offload; o != nil {
+		fmt.Fprintf(tw, "offload\tresident %s (budget %s): pinned %s, %d layers streamed through %d buffers, prefetch %d ahead\n",
+			offload.FormatBytes(o.Resident), offload.FormatBytes(o.Budget), offload.FormatBytes(o.PinnedBytes), o.StreamedLayers, o.RingBuffers, o.PrefetchAhead)
+		fmt.Fprintf(tw, "streamed\t%s per token\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		if o.DiskBytesPerSec > 0 {
+			fmt.Fprintf(tw, "disk\t%s/s read (O_DIRECT %v): allows %.2f tok/s\n", offload.FormatBytes(int64(o.DiskBytesPerSec)), o.DiskDirect, o.BoundTokS)
+		}
+	}
 	if sp := r.Spec; sp != nil {
 		fmt.Fprintf(tw, "spec %s\t%.2f tokens per target pass\t(%d target passes, %d draft passes, %d draft nodes, draft %.0f%% of the time)\n",
 			sp.Mode, sp.TokensPerPass, sp.TargetPasses, sp.DraftPasses, sp.DraftNodes, 100*sp.DraftSeconds/max(sp.TotalSeconds, 1e-9))

@@ -28,18 +28,25 @@ type modelFlags struct {
 	fs                   *flag.FlagSet
 	model, tok, tier     *string
 	threads, ctx, pageTk *int
+	budget               int64
 }
 
 func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
-	return &modelFlags{
+	m := &modelFlags{
 		fs:      fs,
 		model:   fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
 		tok:     fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
-		tier:    fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory, else mmap), ram or mmap"),
+		tier:    fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
 		threads: fs.Int("threads", 0, "kernel threads (default: all cores)"),
 		ctx:     fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
 		pageTk:  fs.Int("page-tokens", 0, "KV cache page size in tokens"),
 	}
+	fs.Func("mem-budget", "bound on resident weight `BYTES`, with a unit: 512MiB, 2GB, 1.5GiB (default: none)", func(s string) error {
+		n, err := offload.ParseBytes(s)
+		m.budget = n
+		return err
+	})
+	return m
 }
 
 func (m *modelFlags) apply(p *pipelines.Pipeline) {
@@ -62,6 +69,9 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 	if set["page-tokens"] {
 		p.Model.PageTokens = *m.pageTk
 	}
+	if set["mem-budget"] {
+		p.Model.MemBudget = m.budget
+	}
 }
 
 // loadModel opens the pipeline's model, drawing a progress bar on a terminal.
@@ -76,7 +86,7 @@ func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...l
 	}
 	var bar *progressbar.ProgressBar
 	progress := func(done, total int64) {
-		if !e.stderrTTY || tier == offload.Mmap {
+		if !e.stderrTTY || tier == offload.Mmap || tier == offload.SSD {
 			return
 		}
 		if bar == nil {
@@ -87,7 +97,7 @@ func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...l
 	}
 	l, err := model.Load(ctx, model.LoadOptions{
 		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, Tier: tier, Threads: p.Model.Threads,
-		Logger: e.log, Progress: progress,
+		Logger: e.log, Progress: progress, Budget: p.Model.MemBudget,
 	})
 	if bar != nil {
 		bar.Finish()

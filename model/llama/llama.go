@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 func init() { model.Default.MustRegister("llama", New) }
@@ -154,10 +156,23 @@ func (m *Model) attnShape() kernels.AttnShape {
 	return kernels.AttnShape{Heads: m.arch.Heads, KVHeads: m.arch.KVHeads, HeadDim: m.arch.HeadDim, Scale: m.scale()}
 }
 
+// RowWeights is the embedding when the head does not share it: only the
+// rows of a batch's tokens are read (a store that streams weights reads
+// them by byte range instead of holding the matrix).
+func (m *Model) RowWeights() []offload.Ref {
+	if m.arch.TiedOutput {
+		return nil
+	}
+	return []offload.Ref{m.w.TokenEmbd}
+}
+
 // Embed copies each token's embedding row into st.Hidden.
 func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) error {
 	n, dim := st.Batch.Len(), m.arch.Dim
 	st.Hidden = model.Grow(st.Hidden, n*dim)
+	if rr, ok := w.(offload.RowReader); ok && rr.ReadsRows(m.w.TokenEmbd) {
+		return m.embedRows(ctx, st, rr)
+	}
 	emb, p, err := model.Matrix(ctx, w, m.w.TokenEmbd)
 	if err != nil {
 		return err
@@ -168,6 +183,31 @@ func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) err
 			return fmt.Errorf("llama: token id %d out of range [0,%d)", t, m.arch.Vocab)
 		}
 		model.Row(st.Hidden[i*dim:(i+1)*dim], emb, int(t))
+	}
+	if st.Adapter != "" {
+		set, err := m.adapter(st.Adapter)
+		if err != nil {
+			return err
+		}
+		set.embedAdapter(st, dim)
+	}
+	return nil
+}
+
+// embedRows is Embed reading each token's row by byte range.
+func (m *Model) embedRows(ctx context.Context, st *model.State, rr offload.RowReader) error {
+	dim, r := m.arch.Dim, m.w.TokenEmbd
+	rb := int(r.Size) / r.Rows()
+	words := st.Scratch(sXB, (rb+3)/4) // a block's scratch, free before the blocks run
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), rb)
+	for i, t := range st.Batch.Tokens {
+		if t < 0 || int(t) >= m.arch.Vocab {
+			return fmt.Errorf("llama: token id %d out of range [0,%d)", t, m.arch.Vocab)
+		}
+		if err := rr.ReadRow(ctx, r, int(t), buf); err != nil {
+			return err
+		}
+		tensor.DequantizeRow(st.Hidden[i*dim:(i+1)*dim], buf, r.DType, dim)
 	}
 	if st.Adapter != "" {
 		set, err := m.adapter(st.Adapter)

@@ -1,0 +1,658 @@
+package offload
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The ssd tier: a pinned set plus streaming.
+//
+// Plan (called by the model loader once it knows the layers) splits the
+// tensors in two. The pinned set is read once into one resident buffer:
+// every tensor no layer owns (norms, the output head, the embedding) and as
+// many whole layers, from the first, as the budget holds next to a ring of
+// layer buffers. The other layers stream through the ring (≥ 2 buffers,
+// double buffering): one loader goroutine owned by the store reads a layer
+// into the buffer whose layer has been computed while the compute works on
+// another, so a layer waits only when its read is late.
+//
+// The window. The loader never overwrites a layer that may still be needed
+// before it: with the last streamed layer acquired at stream position c,
+// the layers c+1 … c+R (R ring buffers, positions wrapping into the next
+// pass) are protected, and a prefetch hint is clamped to that window. A
+// buffer is reused only when no Pinned of it is held.
+
+// slot is one ring buffer.
+type slot struct {
+	buf, unmap []byte
+	cur        int   // stream position of the layer it holds, -1 none
+	pins       int   // Pinned views of it not yet released
+	pending    *load // a read queued into it, or nil
+}
+
+// load is one layer read into a slot.
+type load struct {
+	pos   int // stream position
+	slot  *slot
+	done  chan struct{}
+	err   error
+	start time.Time
+}
+
+// errStale is a queued read the loader dropped because the compute moved
+// past its window before it started; a waiter asks again.
+var errStale = errors.New("offload: stale read")
+
+// entry is one tensor of the store.
+type entry struct {
+	ref   Ref
+	layer int // index of the layer that owns it, -1 none
+	at    int64
+	view  *view // resident (pinned set), or nil
+	rows  bool  // read by row (RowReader), never resident
+	pin   slotPin
+}
+
+// layerPlan is one layer: its tensors and how they are read.
+type layerPlan struct {
+	pos     int // stream position, -1 pinned
+	tensors []*entry
+	segs    []segment
+	bytes   int64 // buffer bytes
+}
+
+type streamStore struct {
+	o       Options
+	files   []*diskFile
+	index   map[string]Ref
+	ents    map[string]*entry
+	planned bool
+
+	pinned, pinUnmap []byte
+	pinBytes         int64 // the pinned set (layers included)
+	layers           []*layerPlan
+	stream           []*layerPlan // streamed layers in compute order
+	slots            []*slot
+	slotBytes        int64
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	cur  int // stream position last acquired
+	jobs chan *load
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	closed                          atomic.Bool
+	acq, hints, loads, late, direct atomic.Int64
+	bytesRead, rowBytes             atomic.Int64
+	rowMu                           sync.Mutex
+	rowBuf                          []byte // aligned span of one row read
+	waitNanos                       atomic.Int64
+	tl                              atomic.Pointer[timeline]
+}
+
+func openStream(o Options) (*streamStore, error) {
+	s := &streamStore{o: o, index: map[string]Ref{}, ents: map[string]*entry{}, cur: -1}
+	s.cond = sync.NewCond(&s.mu)
+	if o.Timeline {
+		s.tl.Store(&timeline{})
+	}
+	for fi, f := range o.Files {
+		d, err := openDisk(f.Path, o.Logger)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.files = append(s.files, d)
+		for _, t := range f.Tensors {
+			if t.Offset < 0 || t.Size < 0 || t.Offset+t.Size > d.size {
+				s.Close()
+				return nil, fmt.Errorf("offload: %s: tensor %q at offset %d size %d runs past the end of the file (%d bytes)",
+					f.Path, t.Name, t.Offset, t.Size, d.size)
+			}
+			if _, dup := s.index[t.Name]; dup {
+				s.Close()
+				return nil, fmt.Errorf("offload: %s: tensor %q appears twice", f.Path, t.Name)
+			}
+			r := Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
+			s.index[t.Name] = r
+			e := &entry{ref: r, layer: -1}
+			e.pin.s = s
+			s.ents[t.Name] = e
+		}
+	}
+	return s, nil
+}
+
+func (s *streamStore) Lookup(name string) (Ref, bool) {
+	r, ok := s.index[name]
+	return r, ok
+}
+
+// Plan implements Planner.
+func (s *streamStore) Plan(ctx context.Context, l Layout) error {
+	if s.planned {
+		return fmt.Errorf("offload: the store is planned already")
+	}
+	s.planned = true
+	for _, r := range l.Rows {
+		if e := s.ents[r.Name]; e != nil && e.ref.Offset == r.Offset && e.ref.File == r.File && r.Rows() > 0 && r.Size%int64(r.Rows()) == 0 {
+			e.rows = true
+		}
+	}
+	for li, refs := range l.Layers {
+		lp := &layerPlan{pos: -1}
+		for _, r := range refs {
+			e := s.ents[r.Name]
+			if e == nil || e.ref.Offset != r.Offset || e.ref.File != r.File {
+				return fmt.Errorf("offload: layer %d names tensor %q the store does not hold", li, r.Name)
+			}
+			if e.layer >= 0 {
+				if e.layer == li {
+					continue
+				}
+				return fmt.Errorf("offload: tensor %q is in layers %d and %d", r.Name, e.layer, li)
+			}
+			e.layer = li
+			lp.tensors = append(lp.tensors, e)
+		}
+		sortEntries(lp.tensors)
+		lp.segs, lp.bytes = layout(lp.tensors, 0)
+		s.layers = append(s.layers, lp)
+	}
+	var rest []*entry
+	for _, e := range s.ents {
+		if e.layer < 0 && !e.rows {
+			rest = append(rest, e)
+		}
+	}
+	sortEntries(rest)
+	restSegs, restBytes := layout(rest, 0)
+
+	var all, maxLayer int64 = restBytes, 0
+	for _, lp := range s.layers {
+		all += lp.bytes
+		maxLayer = max(maxLayer, lp.bytes)
+	}
+	budget := s.o.Budget
+	nPinned, ring := len(s.layers), 0
+	if budget == 0 || budget < all {
+		// Stream: the pinned set, then whole layers while two buffers still fit.
+		minimum := restBytes + 2*maxLayer
+		if budget > 0 && budget < minimum {
+			return fmt.Errorf("offload: a memory budget of %s is below the minimum of %s for %s: the pinned set (output head, norms; the embedding too when the head shares it) takes %s and a ring of 2 layer buffers %s (a layer is %s)",
+				FormatBytes(budget), FormatBytes(minimum), s.files[0].path, FormatBytes(restBytes), FormatBytes(2*maxLayer), FormatBytes(maxLayer))
+		}
+		if budget == 0 {
+			budget = minimum
+		}
+		used := restBytes + 2*maxLayer
+		nPinned = 0
+		for nPinned < len(s.layers) && used+s.layers[nPinned].bytes <= budget {
+			used += s.layers[nPinned].bytes
+			nPinned++
+		}
+		ring = 2 + int((budget-used)/max(maxLayer, 1))
+		ring = min(ring, len(s.layers)-nPinned)
+		if nPinned == len(s.layers) {
+			ring = 0
+		}
+	}
+
+	// The pinned set: the rest, then the pinned layers, in one buffer.
+	pinBytes := restBytes
+	type pinnedSegs struct {
+		segs []segment
+	}
+	groups := []pinnedSegs{{restSegs}}
+	for i := range nPinned {
+		lp := s.layers[i]
+		segs, n := layout(lp.tensors, pinBytes)
+		lp.segs = segs
+		groups = append(groups, pinnedSegs{segs})
+		pinBytes += n
+	}
+	s.pinned, s.pinUnmap = alignedBuf(pinBytes)
+	s.pinBytes = pinBytes
+	for _, g := range groups {
+		for i := range g.segs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.readSegment(&g.segs[i], s.pinned); err != nil {
+				return err
+			}
+			for _, e := range g.segs[i].tensors {
+				end := e.at + e.ref.Size
+				e.view = &view{s.pinned[e.at:end:end]}
+			}
+		}
+	}
+	for i := nPinned; i < len(s.layers); i++ {
+		s.layers[i].pos = len(s.stream)
+		s.stream = append(s.stream, s.layers[i])
+	}
+	for range ring {
+		b, u := alignedBuf(maxLayer)
+		s.slots = append(s.slots, &slot{buf: b, unmap: u, cur: -1})
+	}
+	s.slotBytes = maxLayer
+	if ring > 0 {
+		s.jobs = make(chan *load, ring)
+		s.quit = make(chan struct{})
+		s.wg.Add(1)
+		go s.loader()
+	}
+	s.o.Logger.Info().Str("pinned", FormatBytes(pinBytes)).Int("pinned_layers", nPinned).Int("streamed_layers", len(s.stream)).
+		Int("ring", ring).Str("layer", FormatBytes(maxLayer)).Str("budget", FormatBytes(s.o.Budget)).Msg("offload: ssd tier planned")
+	return nil
+}
+
+func sortEntries(es []*entry) {
+	slices.SortFunc(es, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.ref.File, b.ref.File), cmp.Compare(a.ref.Offset, b.ref.Offset))
+	})
+}
+
+// alignedBuf is n bytes (rounded up to the alignment) of page-aligned
+// anonymous memory, and the mapping to unmap.
+func alignedBuf(n int64) (data, unmap []byte) {
+	n = max(alignUp(n), align)
+	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		w := make([]uint64, (n+2*align)/8)
+		raw := unsafeBytes(w)
+		off := alignUp(addr(raw)) - addr(raw)
+		return raw[off : off+n], nil
+	}
+	return b, b
+}
+
+// dist is how many stream positions b is after a, wrapping into the next pass.
+func (s *streamStore) dist(a, b int) int {
+	n := len(s.stream)
+	return ((b-a)%n + n) % n
+}
+
+// protected reports whether position p is in the window after cur.
+func (s *streamStore) protected(p int) bool {
+	if s.cur < 0 {
+		return p < len(s.slots)
+	}
+	d := s.dist(s.cur, p)
+	return d >= 1 && d <= len(s.slots)
+}
+
+// find returns the slot holding position p and the queued read of p; mu held.
+func (s *streamStore) find(p int) (*slot, *load) {
+	var ld *load
+	for _, sl := range s.slots {
+		if sl.cur == p {
+			return sl, nil
+		}
+		if sl.pending != nil && sl.pending.pos == p {
+			ld = sl.pending
+		}
+	}
+	return nil, ld
+}
+
+// schedule queues a read of p into a buffer that holds no protected layer
+// and has no read queued (an empty one first, then one not pinned, so the
+// read starts at once) and returns it, or nil when none is free; mu held.
+// A demand read of the current layer may take the buffer of the furthest
+// protected layer when nothing else is left.
+func (s *streamStore) schedule(p int) *load {
+	score := func(sl *slot) int {
+		switch {
+		case sl.cur < 0:
+			return 0
+		case sl.pins == 0:
+			return 1
+		}
+		return 2
+	}
+	var best *slot
+	for _, sl := range s.slots {
+		if sl.pending != nil || sl.cur >= 0 && s.protected(sl.cur) {
+			continue
+		}
+		if best == nil || score(sl) < score(best) {
+			best = sl
+		}
+	}
+	if best == nil && p == s.cur {
+		for _, sl := range s.slots {
+			if sl.pending == nil && sl.pins == 0 && (best == nil || s.dist(s.cur, sl.cur) > s.dist(s.cur, best.cur)) {
+				best = sl
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	ld := &load{pos: p, slot: best, done: make(chan struct{})}
+	best.pending = ld
+	s.jobs <- ld // never blocks: one queued read per buffer, and the channel holds one per buffer
+	return ld
+}
+
+func (s *streamStore) loader() {
+	defer s.wg.Done()
+	for {
+		var ld *load
+		select {
+		case ld = <-s.jobs:
+		case <-s.quit:
+			return
+		}
+		s.mu.Lock()
+		for ld.slot.pins > 0 && !s.closed.Load() {
+			s.cond.Wait()
+		}
+		if s.closed.Load() || !(ld.pos == s.cur || s.protected(ld.pos)) {
+			ld.err = errStale
+			if s.closed.Load() {
+				ld.err = ErrClosed
+			}
+			ld.slot.pending = nil
+			close(ld.done)
+			s.cond.Broadcast()
+			s.mu.Unlock()
+			continue
+		}
+		ld.slot.cur = -1
+		s.mu.Unlock()
+
+		lp := s.stream[ld.pos]
+		if s.o.poison {
+			for i := range ld.slot.buf {
+				ld.slot.buf[i] = 0xff
+			}
+		}
+		t0 := time.Now()
+		var err error
+		for i := range lp.segs {
+			if err = s.readSegment(&lp.segs[i], ld.slot.buf); err != nil {
+				break
+			}
+			s.bytesRead.Add(lp.segs[i].end - lp.segs[i].start)
+		}
+		s.tl.Load().read(s.layerIndex(lp), t0, time.Now())
+		s.loads.Add(1)
+
+		s.mu.Lock()
+		ld.slot.pending = nil
+		if err == nil {
+			ld.slot.cur = ld.pos
+		}
+		ld.err = err
+		close(ld.done)
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+func (s *streamStore) layerIndex(lp *layerPlan) int {
+	if len(lp.tensors) == 0 {
+		return -1
+	}
+	return lp.tensors[0].layer
+}
+
+// slotPin is a Pinned view into a ring buffer. Each tensor has one, so
+// Acquire does not allocate; a second Acquire of a tensor still held gets
+// its own.
+type slotPin struct {
+	s    *streamStore
+	sl   *slot
+	b    []byte
+	held bool
+	e    *entry
+}
+
+func (p *slotPin) Bytes() []byte { return p.b }
+
+func (p *slotPin) Release() {
+	s := p.s
+	s.mu.Lock()
+	if !p.held {
+		s.mu.Unlock()
+		return
+	}
+	p.held = false
+	p.sl.pins--
+	if p.sl.pins == 0 {
+		s.cond.Broadcast()
+	}
+	if p.e != nil {
+		s.tl.Load().released(p.e.layer)
+	}
+	s.mu.Unlock()
+}
+
+// heapPin is a tensor read on its own for one Acquire (before Plan, or a
+// range no tensor names); Release drops it.
+type heapPin struct{ b []byte }
+
+func (p *heapPin) Bytes() []byte { return p.b }
+func (p *heapPin) Release()      { p.b = nil }
+
+func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if r.File < 0 || r.File >= len(s.files) {
+		return nil, fmt.Errorf("offload: tensor %q names file %d of %d", r.Name, r.File, len(s.files))
+	}
+	s.acq.Add(1)
+	e := s.ents[r.Name]
+	if e == nil || e.ref.Offset != r.Offset || e.ref.Size != r.Size || e.ref.File != r.File || !s.planned || e.rows {
+		// Not planned, a range no tensor names, or a tensor read by rows
+		// (RowReader) acquired whole: read it for this Acquire alone.
+		return s.readDirect(r)
+	}
+	if e.view != nil {
+		s.tl.Load().acquired(e.layer)
+		return e.view, nil
+	}
+	lp := s.layers[e.layer]
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.cur = lp.pos
+	s.tl.Load().acquired(e.layer)
+	waited := false
+	var t0 time.Time
+	for {
+		sl, ld := s.find(lp.pos)
+		if sl != nil {
+			sl.pins++
+			p := &e.pin
+			if p.held {
+				p = &slotPin{s: s}
+			}
+			p.sl, p.held, p.e = sl, true, e
+			p.b = sl.buf[e.at : e.at+e.ref.Size : e.at+e.ref.Size]
+			s.mu.Unlock()
+			if waited {
+				s.waitNanos.Add(int64(time.Since(t0)))
+			}
+			return p, nil
+		}
+		if !waited {
+			waited, t0 = true, time.Now()
+			s.late.Add(1)
+		}
+		if ld == nil {
+			ld = s.schedule(lp.pos)
+		}
+		if ld == nil { // every buffer is busy: wait for a release or a read
+			s.cond.Wait()
+			continue
+		}
+		s.mu.Unlock()
+		select {
+		case <-ld.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if ld.err != nil && ld.err != errStale {
+			return nil, ld.err
+		}
+		s.mu.Lock()
+	}
+}
+
+// ReadsRows implements RowReader.
+func (s *streamStore) ReadsRows(r Ref) bool {
+	e := s.ents[r.Name]
+	return e != nil && e.rows && e.ref.Offset == r.Offset && e.ref.File == r.File
+}
+
+// ReadRow implements RowReader: one aligned pread of the pages around the row.
+func (s *streamStore) ReadRow(ctx context.Context, r Ref, i int, dst []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	rb := r.Size / int64(max(r.Rows(), 1))
+	if i < 0 || i >= r.Rows() || int64(len(dst)) != rb {
+		return fmt.Errorf("offload: row %d of tensor %q (%d rows of %d bytes) into %d bytes", i, r.Name, r.Rows(), rb, len(dst))
+	}
+	e := &entry{ref: Ref{Name: r.Name, File: r.File, Offset: r.Offset + int64(i)*rb, Size: rb}}
+	segs, n := layout([]*entry{e}, 0)
+	s.rowMu.Lock()
+	defer s.rowMu.Unlock()
+	if int64(len(s.rowBuf)) < n {
+		s.rowBuf, _ = alignedHeap(n)
+	}
+	if err := s.readSegment(&segs[0], s.rowBuf); err != nil {
+		return err
+	}
+	s.rowBytes.Add(rb)
+	copy(dst, s.rowBuf[e.at:e.at+rb])
+	return nil
+}
+
+// readDirect reads r into its own buffer.
+func (s *streamStore) readDirect(r Ref) (Pinned, error) {
+	d := s.files[r.File]
+	if r.Offset < 0 || r.Size < 0 || r.Offset+r.Size > d.size {
+		return nil, fmt.Errorf("offload: tensor %q [%d,+%d) outside %s", r.Name, r.Offset, r.Size, d.path)
+	}
+	s.direct.Add(1)
+	e := &entry{ref: r}
+	segs, n := layout([]*entry{e}, 0)
+	buf, _ := alignedHeap(n)
+	if err := s.readSegment(&segs[0], buf); err != nil {
+		return nil, err
+	}
+	return &heapPin{buf[e.at : e.at+r.Size : e.at+r.Size]}, nil
+}
+
+// alignedHeap is n bytes of page-aligned Go memory (collected when dropped).
+func alignedHeap(n int64) ([]byte, []byte) {
+	n = max(alignUp(n), align)
+	raw := unsafeBytes(make([]uint64, (n+align)/8))
+	off := alignUp(addr(raw)) - addr(raw)
+	return raw[off : off+n], raw
+}
+
+// Prefetch loads the layer of the first ref that streams, or the next
+// streamed layer after it when it is pinned; the read is clamped to the
+// ring's window and loads every layer up to it that is not resident.
+func (s *streamStore) Prefetch(refs ...Ref) {
+	s.hints.Add(int64(len(refs)))
+	if len(s.stream) == 0 || s.closed.Load() {
+		return
+	}
+	target := -1
+	for _, r := range refs {
+		if e := s.ents[r.Name]; e != nil && e.layer >= 0 {
+			for i := range len(s.layers) {
+				lp := s.layers[(e.layer+i)%len(s.layers)]
+				if lp.pos >= 0 {
+					target = lp.pos
+					break
+				}
+			}
+			break
+		}
+	}
+	if target < 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from := s.cur
+	if from < 0 {
+		from = len(s.stream) - 1
+	}
+	d := min(s.dist(from, target), len(s.slots))
+	if d == 0 {
+		d = len(s.slots)
+	}
+	for i := 1; i <= d; i++ {
+		p := (from + i) % len(s.stream)
+		if sl, ld := s.find(p); sl != nil || ld != nil {
+			continue
+		}
+		if s.schedule(p) == nil {
+			return
+		}
+	}
+}
+
+func (s *streamStore) Stats() Stats {
+	return Stats{
+		Acquires: s.acq.Load(), BytesRead: s.pinBytes, PrefetchHint: s.hints.Load(),
+		BytesStreamed: s.bytesRead.Load(), Loads: s.loads.Load(), LateLoads: s.late.Load(),
+		Wait: time.Duration(s.waitNanos.Load()), Pinned: s.pinBytes, RingBuffers: len(s.slots), RingBytes: s.slotBytes * int64(len(s.slots)),
+		StreamedLayers: len(s.stream), RowBytes: s.rowBytes.Load(),
+	}
+}
+
+// Timeline returns the recorded read and compute spans (nil when not
+// recording).
+func (s *streamStore) Timeline() []Span { return s.tl.Load().spans() }
+
+// StartTimeline starts recording afresh.
+func (s *streamStore) StartTimeline() { s.tl.Store(&timeline{}) }
+
+func (s *streamStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.quit != nil {
+		close(s.quit)
+	}
+	s.mu.Lock()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.wg.Wait()
+	var first error
+	for _, f := range s.files {
+		first = errors.Join(first, f.close())
+	}
+	unmap := func(b []byte) {
+		if b != nil {
+			if err := syscall.Munmap(b); err != nil && first == nil {
+				first = fmt.Errorf("offload: munmap: %w", err)
+			}
+		}
+	}
+	unmap(s.pinUnmap)
+	for _, sl := range s.slots {
+		unmap(sl.unmap)
+	}
+	return first
+}

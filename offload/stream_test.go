@@ -1,0 +1,233 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// layered writes a file of nLayers layers of three tensors (sizes chosen so
+// tensors straddle page boundaries) plus an embedding, a norm and a head,
+// and returns its path, the infos and the layout.
+func layered(t *testing.T, nLayers int) (string, []tensor.Info, Layout) {
+	t.Helper()
+	var infos []tensor.Info
+	off := int64(0)
+	add := func(name string, size int64) tensor.Info {
+		in := tensor.Info{Name: name, DType: tensor.F32, Shape: []int{int(size / 4)}, Offset: off, Size: size}
+		off += (size + 31) &^ 31
+		infos = append(infos, in)
+		return in
+	}
+	emb := add("token_embd.weight", 16*40)
+	infos[len(infos)-1].Shape = []int{16, 10} // 16 rows of 40 bytes
+	emb = infos[len(infos)-1]
+	var lay Layout
+	for l := range nLayers {
+		var refs []Ref
+		for j, size := range []int64{4100, 96, 9000} {
+			in := add(fmt.Sprintf("blk.%d.w%d", l, j), size)
+			refs = append(refs, Ref{Name: in.Name, DType: in.DType, Shape: in.Shape, Offset: in.Offset, Size: in.Size})
+		}
+		lay.Layers = append(lay.Layers, refs)
+	}
+	add("output_norm.weight", 64)
+	add("output.weight", 3000)
+	lay.Rows = []Ref{{Name: emb.Name, DType: emb.DType, Shape: emb.Shape, Offset: emb.Offset, Size: emb.Size}}
+	data := make([]byte, off)
+	for i := range data {
+		data[i] = byte(i*31 + i>>8)
+	}
+	return writeFile(t, data), infos, lay
+}
+
+func openSSD(t *testing.T, path string, infos []tensor.Info, lay Layout, o Options) (*streamStore, error) {
+	t.Helper()
+	o.Files, o.Tier = []File{{Path: path, Tensors: infos}}, SSD
+	s, err := Open(context.Background(), o)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.(Planner).Plan(context.Background(), lay); err != nil {
+		return nil, err
+	}
+	return s.(*streamStore), nil
+}
+
+// pass acquires every layer in order as a block does (all its tensors,
+// then releases them), hinting ahead layers in advance, and checks bytes.
+func pass(t *testing.T, s Store, data []byte, lay Layout, ahead int) {
+	t.Helper()
+	ctx := context.Background()
+	for l, refs := range lay.Layers {
+		if ahead > 0 {
+			s.Prefetch(lay.Layers[(l+ahead)%len(lay.Layers)]...)
+		}
+		var pins []Pinned
+		for _, r := range refs {
+			p, err := s.Acquire(ctx, r)
+			if err != nil {
+				t.Fatalf("layer %d %s: %v", l, r.Name, err)
+			}
+			pins = append(pins, p)
+		}
+		for i, r := range refs {
+			if !bytes.Equal(pins[i].Bytes(), data[r.Offset:r.Offset+r.Size]) {
+				t.Fatalf("layer %d %s: wrong bytes", l, r.Name)
+			}
+		}
+		for _, p := range pins {
+			p.Release()
+		}
+	}
+}
+
+func TestSSDStreams(t *testing.T) {
+	path, infos, lay := layered(t, 6)
+	data, _ := os.ReadFile(path)
+	probe, err := openSSD(t, path, infos, lay, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := probe.Stats()
+	layer := st.RingBytes / 2
+	if st.RingBuffers != 2 || layer < 4100+96+9000 || layer%align != 0 || st.StreamedLayers != 6 {
+		t.Fatalf("no budget: %+v, want every layer streamed through 2 buffers of %d", st, layer)
+	}
+	minimum := st.Pinned + st.RingBytes
+	for _, tc := range []struct {
+		budget        int64
+		pinned, ring  int
+		ahead, poison int
+	}{
+		{minimum, 0, 2, 1, 1},
+		{minimum, 0, 2, 0, 0},
+		{minimum, 0, 2, 3, 1}, // clamped to the ring
+		{minimum + layer, 1, 2, 1, 1},
+		{minimum + 2*layer, 2, 2, 2, 1},
+		{minimum + 3*layer - 1, 2, 2, 1, 0},
+		{1 << 30, 6, 0, 1, 0},
+	} {
+		t.Run(fmt.Sprintf("budget=%d/ahead=%d", tc.budget, tc.ahead), func(t *testing.T) {
+			s, err := openSSD(t, path, infos, lay, Options{Budget: tc.budget, poison: tc.poison == 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if st.RingBuffers != tc.ring || st.StreamedLayers > 6-tc.pinned || tc.ring == 0 && st.StreamedLayers != 0 {
+				t.Fatalf("stats %+v; want ≥ %d pinned layers and %d buffers", st, tc.pinned, tc.ring)
+			}
+			if st.Resident() > tc.budget {
+				t.Errorf("resident %d over the budget %d", st.Resident(), tc.budget)
+			}
+			const passes = 4
+			for range passes {
+				pass(t, s, data, lay, tc.ahead)
+			}
+			// Every pinned tensor, and a row of the embedding by range.
+			for _, in := range infos[len(infos)-2:] {
+				r, _ := s.Lookup(in.Name)
+				p, err := s.Acquire(context.Background(), r)
+				if err != nil || !bytes.Equal(p.Bytes(), data[in.Offset:in.Offset+in.Size]) {
+					t.Fatalf("%s: %v", in.Name, err)
+				}
+				p.Release()
+			}
+			emb := lay.Rows[0]
+			if !s.ReadsRows(emb) {
+				t.Fatal("the embedding is not read by rows")
+			}
+			row := make([]byte, 40)
+			if err := s.ReadRow(context.Background(), emb, 7, row); err != nil || !bytes.Equal(row, data[emb.Offset+7*40:emb.Offset+8*40]) {
+				t.Fatalf("row 7: %v", err)
+			}
+			s.Close() // the loader is done: the counts are final
+			st = s.Stats()
+			// Each streamed layer is read at most once a pass: no thrashing
+			// (a prefetch into the next pass aside; a layer may also stay in
+			// a buffer into the next pass).
+			if want := int64(passes * st.StreamedLayers); st.Loads > want+int64(st.RingBuffers) {
+				t.Errorf("%d layer reads, want %d", st.Loads, want)
+			}
+			if tc.ahead == 0 && st.StreamedLayers > 0 && st.LateLoads != st.Loads {
+				t.Errorf("without prefetch every read is late: %+v", st)
+			}
+		})
+	}
+	if _, err := openSSD(t, path, infos, lay, Options{Budget: minimum - 1}); err == nil ||
+		!strings.Contains(err.Error(), "below the minimum of "+FormatBytes(minimum)) {
+		t.Errorf("budget below the minimum: %v", err)
+	}
+}
+
+func TestSSDFaults(t *testing.T) {
+	path, infos, lay := layered(t, 4)
+	data, _ := os.ReadFile(path)
+	var fail atomic.Int64 // file offset whose page fails, -1 none
+	fail.Store(-1)
+	bad := lay.Layers[1][2] // not in the ring after a pass (2 and 3 are)
+	hook := func(p string, b []byte, off int64) (int, error) {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if x := fail.Load(); x >= off && x < off+int64(len(b)) {
+			return 0, syscall.EIO
+		}
+		return f.ReadAt(b, off)
+	}
+	s, err := openSSD(t, path, infos, lay, Options{ReadAt: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass(t, s, data, lay, 1)
+	fail.Store(bad.Offset + 5000) // a page of w2 alone
+	_, err = s.Acquire(context.Background(), bad)
+	for _, want := range []string{path, bad.Name, fmt.Sprintf("at offset %d", bad.Offset), "input/output error"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("injected EIO: %v; want it to name %q", err, want)
+		}
+	}
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("error does not wrap EIO: %v", err)
+	}
+	fail.Store(-1)
+	for range 2 {
+		pass(t, s, data, lay, 1) // the store recovers: the next pass reads again
+	}
+
+	// A file truncated under the running store: a clear error, no crash.
+	if err := os.Truncate(path, bad.Offset+100); err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	for l, refs := range lay.Layers {
+		for _, r := range refs {
+			p, err := s.Acquire(context.Background(), r)
+			if err != nil {
+				got = err
+				break
+			}
+			p.Release()
+		}
+		if got != nil {
+			if l != 1 {
+				t.Errorf("failed at layer %d", l)
+			}
+			break
+		}
+	}
+	if got == nil || !strings.Contains(got.Error(), "short read") || !strings.Contains(got.Error(), path) || !strings.Contains(got.Error(), "blk.") {
+		t.Fatalf("truncated file: %v", got)
+	}
+}

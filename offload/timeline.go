@@ -1,0 +1,91 @@
+package offload
+
+import (
+	"sync"
+	"time"
+)
+
+// Span is one bar of the timeline: a layer's weights read by the ssd tier,
+// or the layer's compute, seen by the store as the time from the first
+// Acquire of one of its tensors to the first Acquire of anything else.
+type Span struct {
+	Pass  int // forward pass, from 0 (a read belongs to the pass that issued it)
+	Layer int // -1: not a layer (embedding, head)
+	Read  bool
+	Start time.Time
+	End   time.Time
+}
+
+// Timeliner is a Store that records a timeline (the ssd tier): from Open
+// with Options.Timeline, or from StartTimeline.
+type Timeliner interface {
+	StartTimeline()
+	Timeline() []Span
+}
+
+// timeline records spans; a nil *timeline records nothing, so the store
+// pays one nil check per Acquire when it is off.
+type timeline struct {
+	mu    sync.Mutex
+	out   []Span
+	open  *Span // compute span in progress
+	pass  int
+	last  int // layer of the last Acquire
+	lastL int // last layer ≥ 0 acquired
+	begun bool
+}
+
+// maxSpans bounds the recording (a long run keeps its start).
+const maxSpans = 1 << 16
+
+func (t *timeline) acquired(layer int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.begun && t.last == layer {
+		return
+	}
+	now := time.Now()
+	if t.open != nil {
+		t.open.End = now
+		t.add(*t.open)
+		t.open = nil
+	}
+	if layer >= 0 && t.begun && layer <= t.lastL {
+		t.pass++
+	}
+	t.begun = true
+	t.last = layer
+	if layer >= 0 {
+		t.lastL = layer
+		t.open = &Span{Pass: t.pass, Layer: layer, Start: now}
+	}
+}
+
+func (t *timeline) released(int) {}
+
+func (t *timeline) read(layer int, start, end time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.add(Span{Pass: t.pass, Layer: layer, Read: true, Start: start, End: end})
+	t.mu.Unlock()
+}
+
+func (t *timeline) add(s Span) {
+	if len(t.out) < maxSpans {
+		t.out = append(t.out, s)
+	}
+}
+
+func (t *timeline) spans() []Span {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Span(nil), t.out...)
+}
