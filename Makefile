@@ -16,6 +16,7 @@ build:
 # demo: greedy generation from stories260K when ../shared/models is beside the
 # clone, else from a small synthetic model the project writes itself.
 demo: build
+	@./$(BIN) version | tail -1
 	@if [ -f $(SHARED)/stories260K/stories260K.bin ]; then \
 		echo "# stories260K (../shared/models), greedy, 128 new tokens"; \
 		./$(BIN) generate -m $(SHARED)/stories260K/stories260K.bin --tokenizer $(SHARED)/stories260K/tok512.bin --temp 0 -n 128 -p "Once upon a time"; \

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/kernels"
 	"golang.org/x/term"
 )
 
@@ -208,6 +209,7 @@ func cmdVersion(_ context.Context, e *env, args []string) error {
 		return fmt.Errorf("version: unexpected arguments %q: %w", pos, errUsage)
 	}
 	fmt.Fprintln(e.stdout, version())
+	fmt.Fprintf(e.stdout, "kernels: %s (this CPU; SLUICE_ISA=generic|avx2|avx512 caps it)\n", kernels.Impl())
 	return nil
 }
 
