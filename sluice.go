@@ -81,6 +81,16 @@ type Result struct {
 	Finish                         string // FinishStop, FinishLength, …
 	Err                            error  // set for FinishError, FinishCancelled and FinishTimeout
 	Start, FirstToken, End         time.Time
+	// Beams are a beam search's returned sequences, best first (Tokens and
+	// Text are the best's).
+	Beams []BeamResult
+}
+
+// BeamResult is one sequence a beam search returned.
+type BeamResult struct {
+	Tokens []int32 // generated, the end-of-sequence token included when it ended there
+	Text   string
+	Score  float64 // Σ log p / len^length_penalty
 }
 
 // Token is one sampled token and the text it completes ("" while a character
@@ -310,11 +320,16 @@ func (e *Engine) sink(_ context.Context, r stages.Result) error {
 	e.mu.Lock()
 	delete(e.open, p)
 	e.mu.Unlock()
-	p.done(Result{
+	res := Result{
 		ID: q.Req.ID, Text: r.Text, Completion: r.Completion, Tokens: q.Tokens,
 		PromptTokens: q.NPrompt, CompletionTokens: q.Generated(),
 		Finish: q.Finish, Err: q.Err, Start: q.Start, FirstToken: q.FirstToken, End: q.End,
-	})
+	}
+	for _, h := range q.Beams {
+		res.Beams = append(res.Beams, BeamResult{Tokens: h.Tokens, Score: h.Score,
+			Text: tokenizer.Decode(e.env.Tok, q.Tokens[q.NPrompt-1], h.Tokens)})
+	}
+	p.done(res)
 	return nil
 }
 
@@ -324,6 +339,9 @@ func (e *Engine) sink(_ context.Context, r stages.Result) error {
 // finish reason cancelled or timeout. Submit blocks while the engine's queue
 // is full, and fails with ErrClosed once Close has begun.
 func (e *Engine) Submit(ctx context.Context, req Request, done func(Result)) error {
+	if req.Beam != nil && e.env.Beams == nil {
+		return fmt.Errorf("sluice: request %s asks for beam search but %s has no beam stage (use the beam preset)", req.ID, e.pipe.Source)
+	}
 	p := &pending{done: done}
 	req.Ctx, req.Tag = ctx, p
 	e.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/sluicehq/sluice/beams"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
@@ -23,6 +24,7 @@ const (
 	KindDetokenize        = "detokenize"
 	KindDraftTree         = "draft_tree"
 	KindVerify            = "verify"
+	KindBeam              = "beam"
 )
 
 var (
@@ -63,6 +65,8 @@ func Builtin() *Registry {
 			In:        stepType, Out: stepType, Build: buildDraftTree},
 		{Name: KindVerify, Doc: "speculative decoding: verifies the drafts against the target's logits; after head",
 			In: stepType, Out: stepType, Build: buildVerify},
+		{Name: KindBeam, Doc: "beam search for requests that ask for it (num_beams): a row per live beam, forked copy-on-write in the KV cache; before embed",
+			In: stepType, Out: stepType, Build: buildBeam},
 	} {
 		r.MustRegister(k)
 	}
@@ -180,4 +184,17 @@ func buildVerify(b *BuildContext) (graph.AnyPort, error) {
 		return graph.AnyPort{}, fmt.Errorf("verify needs a draft_tree stage before it")
 	}
 	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Verify{R: b.Env.Spec}), graph.Buffer(b.Stage.Buffer))
+}
+
+func buildBeam(b *BuildContext) (graph.AnyPort, error) {
+	e := b.Env
+	eos := func(q *session.Session) []int32 {
+		var ids []int32
+		if t := e.Tok.EOS(); t >= 0 {
+			ids = append(ids, t)
+		}
+		return append(ids, q.Req.StopTokens...)
+	}
+	e.Beams = beams.New(e.Sched, e.Model.Arch().Vocab, eos)
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Beam{R: e.Beams}), graph.Buffer(b.Stage.Buffer))
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestPresets(t *testing.T) {
-	if diff := cmp.Diff([]string{"chain", "greedy", "sample", "specexec"}, Presets()); diff != "" {
+	if diff := cmp.Diff([]string{"beam", "chain", "greedy", "sample", "specexec"}, Presets()); diff != "" {
 		t.Fatalf("Presets (-want +got):\n%s", diff)
 	}
 	tests := []struct {
@@ -50,11 +50,11 @@ func TestPresets(t *testing.T) {
 }
 
 func TestPresetUnknown(t *testing.T) {
-	_, err := Preset("beam")
+	_, err := Preset("beam_search")
 	if !errors.Is(err, ErrUnknownPreset) {
 		t.Fatalf("err = %v, want ErrUnknownPreset", err)
 	}
-	if want := `pipelines: preset "beam" is not one of "chain", "greedy", "sample", "specexec": pipelines: unknown preset`; err.Error() != want {
+	if want := `pipelines: preset "beam_search" is not one of "beam", "chain", "greedy", "sample", "specexec": pipelines: unknown preset`; err.Error() != want {
 		t.Errorf("err = %q\nwant  %q", err, want)
 	}
 }

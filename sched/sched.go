@@ -89,6 +89,10 @@ type Span struct {
 	// With Keep nil the session is handed its logits and samples itself.
 	Keep   []int32
 	Accept []int32
+	// After, when set (beam search), replaces both: once the pass has
+	// ended it runs with the step's logits by output row, and the session
+	// does its own bookkeeping.
+	After func(logits func(out int) []float32) error
 }
 
 // Step is one forward pass: the batch, the model's activations for it and
@@ -458,6 +462,12 @@ func (s *Scheduler) Finish(st *Step) {
 	}
 	for _, sp := range st.Spans {
 		q := sp.S
+		if sp.After != nil {
+			if err := sp.After(func(j int) []float32 { return st.State.Logits[j*vocab : (j+1)*vocab] }); err != nil {
+				q.Fail(fmt.Errorf("request %s: %w", q.Req.ID, err))
+			}
+			continue
+		}
 		if sp.Keep != nil {
 			s.accept(sp)
 			continue
@@ -487,6 +497,35 @@ func (s *Scheduler) accept(sp Span) {
 			return
 		}
 	}
+}
+
+// TakeKV lends a free KV-cache sequence id beyond a session's own (a beam
+// search's other beams); false when none is free. GiveKV returns it, its
+// sequence already freed in the cache.
+func (s *Scheduler) TakeKV() (int32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.freeKV) == 0 {
+		return -1, false
+	}
+	id := s.freeKV[len(s.freeKV)-1]
+	s.freeKV = s.freeKV[:len(s.freeKV)-1]
+	return id, true
+}
+
+// GiveKV returns an id from TakeKV.
+func (s *Scheduler) GiveKV(id int32) {
+	s.KV.Free(id)
+	s.mu.Lock()
+	s.freeKV = append(s.freeKV, id)
+	s.mu.Unlock()
+}
+
+// Free is the number of free KV-sequence ids.
+func (s *Scheduler) FreeKV() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.freeKV)
 }
 
 // release frees q's KV sequence. s.mu held.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -70,6 +71,10 @@ type Request struct {
 	// Tag is carried untouched to the finished session, for the caller to
 	// find its own state again (the root API's stream).
 	Tag any
+	// Beam, when set, decodes by beam search (Hugging Face generate with
+	// num_beams) instead of sampling; the pipeline needs a beam stage.
+	// NumBeams ≥ 1; MaxNewTokens, EOS and Vocab are filled by the engine.
+	Beam *spec.BeamOptions
 }
 
 // Options are the engine-wide defaults and limits a session is created with.
@@ -96,6 +101,9 @@ type Session struct {
 
 	// KV is the KV-cache sequence the scheduler gave this session; -1 when none.
 	KV int32
+	// Beams are a beam search's returned hypotheses, best first (Tokens is
+	// then the prompt and the best one).
+	Beams []spec.Hypothesis
 	// Scratch is the sampler's working memory; nil uses the session's own.
 	// The scheduler lends every session the same one (it samples them one at
 	// a time), so a session that joins finds it grown.
@@ -315,6 +323,35 @@ func (s *Session) hold(b []byte) string {
 	n := s.held.Len()
 	s.held.Write(b)
 	return s.held.String()[n:]
+}
+
+// MaxNew is the most tokens the request may generate (0: the context).
+func (s *Session) MaxNew() int { return s.maxNew }
+
+// SetGenerated replaces the generated tokens (a beam search's best live
+// beam), so that the next step feeds the last one.
+func (s *Session) SetGenerated(gen []int32) {
+	s.Tokens = append(s.Tokens[:s.NPrompt], gen...)
+	s.Cached = len(s.Tokens) - 1
+	if s.FirstToken.IsZero() {
+		s.FirstToken = time.Now()
+	}
+}
+
+// FinishBeams ends a beam search with its ranked hypotheses: Tokens become
+// the prompt and the best one (without its end-of-sequence token).
+func (s *Session) FinishBeams(hyps []spec.Hypothesis, eos func(int32) bool) {
+	s.Beams = hyps
+	reason := FinishLength
+	var best []int32
+	if len(hyps) > 0 {
+		best = hyps[0].Tokens
+		if n := len(best); n > 0 && eos(best[n-1]) {
+			best, reason = best[:n-1], FinishStop
+		}
+	}
+	s.Tokens = append(s.Tokens[:s.NPrompt], best...)
+	s.end(reason)
 }
 
 // Cancel ends s with finish reason cancelled (unless it is done already).

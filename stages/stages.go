@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicehq/sluice/beams"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
@@ -28,6 +29,8 @@ type Env struct {
 	// the runner the draft_tree stage builds over it and verify uses.
 	Draft *model.Loaded
 	Spec  *speculate.Runner
+	// Beams is the beam stage's runner (nil without one).
+	Beams *beams.Runner
 }
 
 // Tokenize turns requests into sessions.
@@ -170,6 +173,20 @@ type Verify struct{ R *speculate.Runner }
 
 func (s *Verify) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
 	if err := s.R.Verify(st); err != nil {
+		return err
+	}
+	return emit(ctx, st)
+}
+
+// Beam adds the rows of every live beam of the step's beam searches, before
+// the KV reservation; the search advances when the scheduler finishes the step.
+type Beam struct{ R *beams.Runner }
+
+func (s *Beam) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+	if st.State.KV != nil {
+		return fmt.Errorf("beam runs after the step's KV reservation: put it before embed")
+	}
+	if err := s.R.Expand(ctx, st); err != nil {
 		return err
 	}
 	return emit(ctx, st)

@@ -242,7 +242,11 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeEngine(e, eng)
-	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt)}
+	beam, err := sf.beam()
+	if err != nil {
+		return err
+	}
+	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt), Beam: beam}
 	if len(sets) > 0 {
 		req.Adapter = sets[0].Name
 	}
@@ -251,9 +255,15 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if *asJSON {
+	if *asJSON || beam != nil {
 		res, _ := eng.Complete(ctx, req)
-		return writeGenerateJSON(e, eng, res)
+		if *asJSON {
+			return writeGenerateJSON(e, eng, res)
+		}
+		if _, err := io.WriteString(e.stdout, res.Text+"\n"); err != nil {
+			return err
+		}
+		return res.Err
 	}
 	// The prompt's text first (not in chat mode, which prints only the
 	// reply), then each token's as it is sampled, as llama2.c's run.c
@@ -331,6 +341,14 @@ type generateJSON struct {
 	Finish       string      `json:"finish_reason"`
 	Error        string      `json:"error,omitempty"`
 	Spec         *specReport `json:"spec,omitempty"`
+	Beams        []beamJSON  `json:"beams,omitempty"`
+}
+
+// beamJSON is one sequence a beam search returned.
+type beamJSON struct {
+	IDs   []int32 `json:"ids"`
+	Text  string  `json:"text"`
+	Score float64 `json:"score"`
 }
 
 func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
@@ -340,6 +358,9 @@ func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
 	}
 	if r.Err != nil {
 		j.Error = r.Err.Error()
+	}
+	for _, b := range r.Beams {
+		j.Beams = append(j.Beams, beamJSON{IDs: b.Tokens, Text: b.Text, Score: b.Score})
 	}
 	if st := eng.SpecStats(); st.Rounds > 0 {
 		j.Spec = &specReport{TargetPasses: st.Rounds, TokensPerPass: st.TokensPerPass(), DraftPasses: st.DraftPasses,

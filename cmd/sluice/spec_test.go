@@ -78,3 +78,41 @@ func TestGenerateSpec(t *testing.T) {
 		}
 	}
 }
+
+// Beam search through the CLI: --beams 1 is greedy; --json returns the
+// ranked sequences with scores; more beams than the vocabulary, or
+// --num-return above --beams, are clear errors.
+func TestGenerateBeams(t *testing.T) {
+	bin, tok, _, dir := stories(t)
+	want := readFile(t, filepath.Join(dir, "stories260K", "expected-greedy-256.txt"))
+	base := []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "256"}
+	out, stderr, err := cli(t, "", append(base, "--beams", "1")...)
+	if err != nil || out != want {
+		t.Fatalf("--beams 1: %v %s\n%s", err, stderr, out)
+	}
+	out, stderr, err = cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "-n", "20", "-p", "Lily and", "--beams", "4", "--num-return", "3", "--early-stopping", "never", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var j generateJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Beams) != 3 || j.Beams[0].Score < j.Beams[1].Score || j.Beams[1].Score < j.Beams[2].Score || !strings.HasPrefix(j.Text, "Lily and"+j.Beams[0].Text[:0]) {
+		t.Fatalf("beams: %+v", j.Beams)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--beams", "600"}, "more beams than tokens"},
+		{[]string{"--beams", "2", "--num-return", "3"}, "num-return ≤ beams"},
+		{[]string{"--num-return", "2"}, "--num-return needs --beams"},
+		{[]string{"--beams", "2", "--early-stopping", "maybe"}, "want true, false or never"},
+	} {
+		_, _, err := cli(t, "", append(append([]string{}, base...), tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -7,33 +7,85 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/spec"
 )
 
-// specFlags are the speculative-decoding flags of generate, run and bench.
+// specFlags are the speculative-decoding and beam-search flags of generate,
+// run and bench.
 type specFlags struct {
 	fs                                        *flag.FlagSet
 	draft, draftTok, mode                     *string
 	draftMax, budget, depth, branch, maxBeams *int
+	beams, numReturn                          *int
+	lengthPenalty                             *float64
+	earlyStopping                             *string
 }
 
 func addSpecFlags(fs *flag.FlagSet) *specFlags {
 	return &specFlags{
-		fs:       fs,
-		draft:    fs.String("draft", "", "draft model for speculative decoding (same vocabulary as the model)"),
-		draftTok: fs.String("draft-tokenizer", "", "llama2.c tokenizer.bin of a .bin draft (default: --tokenizer)"),
-		mode:     fs.String("spec", "", "speculative decoding: specexec (a draft tree; same text as plain decoding), chain (min(1,p/q)), lookup (n-gram, no draft model)"),
-		draftMax: fs.Int("draft-max", 5, "chain and lookup: draft tokens per step"),
-		budget:   fs.Int("budget", 64, "specexec: tree nodes per sequence per step"),
-		depth:    fs.Int("max-depth", 8, "specexec: deepest tree node"),
-		branch:   fs.Int("branch", 8, "specexec: children per expanded node"),
-		maxBeams: fs.Int("max-beams", 16, "specexec: nodes expanded per draft pass"),
+		fs:            fs,
+		draft:         fs.String("draft", "", "draft model for speculative decoding (same vocabulary as the model)"),
+		draftTok:      fs.String("draft-tokenizer", "", "llama2.c tokenizer.bin of a .bin draft (default: --tokenizer)"),
+		mode:          fs.String("spec", "", "speculative decoding: specexec (a draft tree; same text as plain decoding), chain (min(1,p/q)), lookup (n-gram, no draft model)"),
+		draftMax:      fs.Int("draft-max", 5, "chain and lookup: draft tokens per step"),
+		budget:        fs.Int("budget", 64, "specexec: tree nodes per sequence per step"),
+		depth:         fs.Int("max-depth", 8, "specexec: deepest tree node"),
+		branch:        fs.Int("branch", 8, "specexec: children per expanded node"),
+		maxBeams:      fs.Int("max-beams", 16, "specexec: nodes expanded per draft pass"),
+		beams:         fs.Int("beams", 0, "beam search with K beams (Hugging Face generate num_beams semantics); 0: off"),
+		numReturn:     fs.Int("num-return", 1, "beam search: sequences returned (≤ --beams)"),
+		lengthPenalty: fs.Float64("length-penalty", 1, "beam search: score = Σ log p / length^F"),
+		earlyStopping: fs.String("early-stopping", "false", "beam search: true, false (the heuristic) or never, as HF's early_stopping"),
 	}
 }
 
-// apply adds the draft_tree and verify stages (unless the pipeline has
-// them) and the [draft] model, as the flags say.
+// beam returns the beam-search options the flags ask for (nil: none).
+func (f *specFlags) beam() (*spec.BeamOptions, error) {
+	set := setFlags(f.fs)
+	if *f.beams == 0 {
+		for _, k := range []string{"num-return", "length-penalty", "early-stopping"} {
+			if set[k] {
+				return nil, fmt.Errorf("--%s needs --beams: %w", k, errUsage)
+			}
+		}
+		return nil, nil
+	}
+	o := &spec.BeamOptions{NumBeams: *f.beams, NumReturn: *f.numReturn, LengthPenalty: *f.lengthPenalty}
+	switch *f.earlyStopping {
+	case "false":
+		o.EarlyStopping = spec.EarlyStopHeuristic
+	case "true":
+		o.EarlyStopping = spec.EarlyStopTrue
+	case "never":
+		o.EarlyStopping = spec.EarlyStopNever
+	default:
+		return nil, fmt.Errorf("--early-stopping %q: want true, false or never: %w", *f.earlyStopping, errUsage)
+	}
+	if o.NumBeams < 1 || o.NumReturn < 1 || o.NumReturn > o.NumBeams {
+		return nil, fmt.Errorf("--beams %d --num-return %d: want 1 ≤ num-return ≤ beams: %w", o.NumBeams, o.NumReturn, errUsage)
+	}
+	if *f.mode != "" {
+		return nil, fmt.Errorf("--beams and --spec do not go together: %w", errUsage)
+	}
+	return o, nil
+}
+
+// apply adds the draft_tree and verify stages, or the beam stage (unless the
+// pipeline has them), and the [draft] model, as the flags say.
 func (f *specFlags) apply(p *pipelines.Pipeline) error {
 	set := setFlags(f.fs)
+	if *f.beams > 0 {
+		if _, ok := p.StageOfKind(pipelines.KindBeam); !ok {
+			emb := slices.IndexFunc(p.Stages, func(s pipelines.StageSpec) bool { return s.Kind == pipelines.KindEmbed })
+			if emb < 0 {
+				return fmt.Errorf("--beams: %s has no embed stage to put the beam stage before", p.Source)
+			}
+			p.Stages = slices.Insert(p.Stages, emb, pipelines.StageSpec{ID: "beam", Kind: pipelines.KindBeam, Buffer: 1, Workers: 1})
+		}
+		if p.Scheduler() != nil && p.Scheduler().MaxInFlight < *f.beams {
+			p.Scheduler().MaxInFlight = *f.beams // one KV sequence per beam
+		}
+	}
 	if *f.draft != "" {
 		d := pipelines.ModelSpec{Path: *f.draft, Tokenizer: *f.draftTok, Threads: p.Model.Threads}
 		if d.Tokenizer == "" && !strings.HasSuffix(d.Path, ".gguf") {

@@ -1,0 +1,124 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/beams"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/spec"
+)
+
+// refBeam runs spec.Beam the slow way: every live beam's whole prefix
+// recomputed by a plain engine for each step (batch-invariant logits, so
+// they are the beam engine's bit for bit), no KV forks.
+func refBeam(t *testing.T, plain *sluice.Engine, prompt []int32, o spec.BeamOptions) []spec.Hypothesis {
+	t.Helper()
+	b, err := spec.NewBeam(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := [][]int32{slices.Clone(prompt)}
+	for {
+		lps := make([][]float32, len(live))
+		for i, pre := range live {
+			var last []float32
+			if _, err := plain.Complete(context.Background(), sluice.Request{Tokens: pre, MaxNewTokens: 1,
+				OnLogits: func(_ int32, lg []float32) { last = slices.Clone(lg) }}); err != nil {
+				t.Fatal(err)
+			}
+			lps[i] = logSoftmax(last)
+		}
+		parents, tokens, done, err := b.Step(lps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return b.Results()
+		}
+		next := make([][]int32, len(parents))
+		for j, p := range parents {
+			next[j] = append(slices.Clone(live[p]), tokens[j])
+		}
+		live = next
+	}
+}
+
+func logSoftmax(x []float32) []float32 {
+	out := make([]float32, len(x))
+	beams.LogSoftmax(out, x)
+	return out
+}
+
+func beamEngine(t *testing.T, l *model.Loaded, inFlight int) *sluice.Engine {
+	p, err := pipelines.Preset("beam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Scheduler().MaxInFlight = inFlight
+	return engine(t, l, p)
+}
+
+// Beam search in the engine (a row per live beam, KV sequences forked
+// copy-on-write) returns exactly what spec.Beam returns over the same
+// model's logits recomputed from scratch, for 4 and 8 beams and each
+// early_stopping mode; num_beams 1 is greedy; other requests in the same
+// batch are untouched.
+func TestBeamSearchEngine(t *testing.T) {
+	l := stories(t, 2)
+	plain := engine(t, l, pipeline(t, 0, 4, 64, 0))
+	eng := beamEngine(t, l, 9)
+	prompt := []int32{1, 317, 269} // BOS "Lily and"
+	const n = 12
+	greedy, err := plain.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: n, Beam: &spec.BeamOptions{NumBeams: 1, LengthPenalty: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(one.Tokens, greedy.Tokens) {
+		t.Fatalf("num_beams 1: %v, greedy %v", one.Tokens, greedy.Tokens)
+	}
+	for _, k := range []int{4, 8} {
+		for _, es := range []spec.EarlyStopping{spec.EarlyStopHeuristic, spec.EarlyStopTrue, spec.EarlyStopNever} {
+			t.Run(fmt.Sprintf("beams=%d/early=%d", k, es), func(t *testing.T) {
+				o := spec.BeamOptions{NumBeams: k, NumReturn: min(k, 3), LengthPenalty: 1, EarlyStopping: es, MaxNewTokens: n}
+				// A plain request beside the beam search must not notice it.
+				side := make(chan sluice.Result, 1)
+				if err := eng.Submit(context.Background(), sluice.Request{ID: "side", Tokens: prompt, MaxNewTokens: n}, func(r sluice.Result) { side <- r }); err != nil {
+					t.Fatal(err)
+				}
+				got, err := eng.Complete(context.Background(), sluice.Request{ID: "beam", Tokens: prompt, Beam: &o})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := <-side; r.Text != greedy.Text {
+					t.Fatalf("plain request beside the beam search: %q, want %q", r.Text, greedy.Text)
+				}
+				ro := o
+				ro.Vocab, ro.EOS = l.Model.Arch().Vocab, []int32{l.Tokenizer.EOS()}
+				want := refBeam(t, plain, prompt, ro)
+				if len(got.Beams) != len(want) {
+					t.Fatalf("%d sequences returned, the reference %d", len(got.Beams), len(want))
+				}
+				for i := range want {
+					if !slices.Equal(got.Beams[i].Tokens, want[i].Tokens) || got.Beams[i].Score != want[i].Score {
+						t.Fatalf("sequence %d: %v (score %v), reference %v (score %v)", i, got.Beams[i].Tokens, got.Beams[i].Score, want[i].Tokens, want[i].Score)
+					}
+				}
+				if st := eng.Stats(); st.KV.PagesInUse != 0 || st.Active != 0 {
+					// Let the retirement step run: the engine frees on its next plan.
+					if _, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

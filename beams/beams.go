@@ -1,0 +1,207 @@
+// Package beams runs beam search (package spec's Beam, Hugging Face's
+// generate(num_beams=k) semantics) inside the engine's step. A beam request is
+// one session; its live beams are KV-cache sequences: the session's own and
+// up to k−1 more lent by the scheduler. Each step the beam stage (before
+// embed) adds a row for every live beam besides the session's own, and asks
+// the scheduler to hand it the step's logits once the pass has ended
+// (sched.Span.After): it takes each beam's log-softmax, advances the search,
+// and forks the chosen parents' sequences copy-on-write for the new beams
+// (kvcache.Fork), reusing the sequences of beams nobody chose.
+package beams
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/spec"
+)
+
+// Runner drives the beam searches of one engine. Its methods run on the
+// goroutines of the one step in flight, never at once.
+type Runner struct {
+	sc     *sched.Scheduler
+	kv     *kvcache.Cache
+	vocab  int
+	eos    func(*session.Session) []int32
+	search map[*session.Session]*search
+}
+
+type search struct {
+	b    *spec.Beam
+	ids  []int32 // KV sequence per live beam; ids[0] is the session's
+	free []int32 // lent ids not in use
+	outs []int   // output row per live beam this step
+	lp   [][]float32
+}
+
+// New makes a runner over the scheduler's KV cache; eos lists a session's
+// end-of-sequence ids.
+func New(sc *sched.Scheduler, vocab int, eos func(*session.Session) []int32) *Runner {
+	return &Runner{sc: sc, kv: sc.KV, vocab: vocab, eos: eos, search: map[*session.Session]*search{}}
+}
+
+// Expand adds the rows of every live beam but the first to st's batch and
+// hooks the search's step onto the spans of beam sessions whose rows reach
+// their end. It runs before the KV reservation.
+func (r *Runner) Expand(ctx context.Context, st *sched.Step) error {
+	if st.Err != nil {
+		return nil
+	}
+	r.forget()
+	b := st.State.Batch
+	for i := range st.Spans {
+		sp := &st.Spans[i]
+		q := sp.S
+		if q.Req.Beam == nil || q.Cached+sp.Len != len(q.Tokens) {
+			continue // not a beam search, or its prompt is not all in yet
+		}
+		s := r.search[q]
+		if s == nil {
+			var err error
+			if s, err = r.start(q); err != nil {
+				q.Fail(err)
+				continue
+			}
+		}
+		// Beam 0 is the session's own row (its last output row); the other
+		// live beams get theirs at the end of the batch.
+		s.outs = append(s.outs[:0], sp.Out+sp.NOut-1)
+		pos := int32(len(q.Tokens) - 1)
+		for j := 1; j < len(s.ids); j++ {
+			toks := s.b.Tokens(j)
+			s.outs = append(s.outs, len(b.Outputs))
+			b.Add(toks[len(toks)-1], pos, s.ids[j], true)
+		}
+		st.Room -= len(s.outs) - 1
+		sp.After = func(logits func(int) []float32) error { return r.step(q, s, logits) }
+	}
+	return nil
+}
+
+func (r *Runner) start(q *session.Session) (*search, error) {
+	o := *q.Req.Beam
+	o.Vocab = r.vocab
+	if o.MaxNewTokens == 0 {
+		o.MaxNewTokens = q.MaxNew()
+	}
+	if o.MaxNewTokens == 0 || q.NPrompt+o.MaxNewTokens > q.Context() {
+		o.MaxNewTokens = q.Context() - q.NPrompt
+	}
+	if o.EOS == nil {
+		o.EOS = r.eos(q)
+	}
+	b, err := spec.NewBeam(o)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", q.Req.ID, err)
+	}
+	s := &search{b: b, ids: []int32{q.KV}}
+	for len(s.free) < o.NumBeams-1 {
+		id, ok := r.sc.TakeKV()
+		if !ok {
+			for _, id := range s.free {
+				r.sc.GiveKV(id)
+			}
+			return nil, fmt.Errorf("request %s: num_beams = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, o.NumBeams, o.NumBeams, len(s.free)+1)
+		}
+		s.free = append(s.free, id)
+	}
+	r.search[q] = s
+	return s, nil
+}
+
+// step advances q's search with this pass's logits and arranges the KV
+// sequences of the new beams.
+func (r *Runner) step(q *session.Session, s *search, logits func(int) []float32) error {
+	q.Cached = len(q.Tokens) // the fed rows are history now
+	for len(s.lp) < len(s.outs) {
+		s.lp = append(s.lp, make([]float32, r.vocab))
+	}
+	for j, out := range s.outs {
+		LogSoftmax(s.lp[j], logits(out))
+	}
+	parents, tokens, done, err := s.b.Step(s.lp[:len(s.outs)])
+	if err != nil {
+		return err
+	}
+	if done {
+		isEOS := func(t int32) bool { return slices.Contains(r.eos(q), t) }
+		q.FinishBeams(s.b.Results(), isEOS)
+		return nil
+	}
+	// New beam j extends old beam parents[j]: the first child of a parent
+	// takes its sequence, the others fork it into sequences of old beams
+	// nobody chose (or lent spares).
+	n := int32(len(q.Tokens))
+	claimed := make([]bool, len(s.ids))
+	chosen := make([]bool, len(s.ids))
+	for _, p := range parents {
+		chosen[p] = true
+	}
+	for p, id := range s.ids {
+		if !chosen[p] {
+			s.free = append(s.free, id)
+		}
+	}
+	ids := make([]int32, len(parents))
+	var forks [][2]int32
+	for j, p := range parents {
+		if !claimed[p] {
+			claimed[p], ids[j] = true, s.ids[p]
+			continue
+		}
+		dst := s.free[len(s.free)-1]
+		s.free = s.free[:len(s.free)-1]
+		ids[j] = dst
+		forks = append(forks, [2]int32{s.ids[p], dst})
+	}
+	for _, f := range forks {
+		if err := r.kv.Fork(f[0], f[1], n); err != nil {
+			return fmt.Errorf("beam fork: %w", err)
+		}
+	}
+	for _, id := range s.free {
+		r.kv.Free(id)
+	}
+	s.ids = ids
+	// The session follows beam 0: its sequence and its tokens.
+	q.KV = ids[0]
+	q.SetGenerated(s.b.Tokens(0))
+	_ = tokens // the new beams' tokens are the last of s.b.Tokens(j)
+	return nil
+}
+
+// forget returns the lent sequences of finished searches. ids[0] is the
+// session's own, which the scheduler releases with the session.
+func (r *Runner) forget() {
+	for q, s := range r.search {
+		if !q.Done() {
+			continue
+		}
+		for _, id := range append(s.free, s.ids[1:]...) {
+			r.sc.GiveKV(id)
+		}
+		delete(r.search, q)
+	}
+}
+
+// LogSoftmax writes the log-softmax of x to dst (float64 sums): the
+// log-probabilities beam search ranks by, as HF takes log_softmax of the logits.
+func LogSoftmax(dst, x []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range x {
+		sum += math.Exp(float64(v - mx))
+	}
+	lse := float64(mx) + math.Log(sum)
+	for i, v := range x {
+		dst[i] = float32(float64(v) - lse)
+	}
+}
