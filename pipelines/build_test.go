@@ -89,9 +89,9 @@ func TestBuildChecksKinds(t *testing.T) {
 
 func TestBuildUnknownKind(t *testing.T) {
 	p := Greedy()
-	p.Stages[5].Kind = "beam"
+	p.Stages[5].Kind = "lookahead"
 	_, err := Build(p, buildOpts())
-	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "beam"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify"`
+	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "lookahead"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify", "beam"`
 	if !errors.Is(err, ErrUnknownKind) || err.Error() != want {
 		t.Errorf("Build = %v\nwant %s", err, want)
 	}

@@ -98,7 +98,7 @@ func TestFormatParams(t *testing.T) {
 }
 
 func TestDescribeUsesTheParsingRegistry(t *testing.T) {
-	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"")
+	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam_close\"")
 	p, err := beamRegistry(t).Parse([]byte(src), "beam.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestDescribeUsesTheParsingRegistry(t *testing.T) {
 	var b strings.Builder
 	p.Describe(&b)
 	for _, want := range []string{
-		"  6  samp    beam                *sched.Step → *session.Session      closes  1       1        beams=4 return=1\n",
+		"  6  samp    beam_close          *sched.Step → *session.Session      closes  1       1        beams=4 return=1\n",
 		"  samp: beam search\n",
 		"decode loop: sched opens it; samp closes it and feeds each step back to sched; embed, layers, head run inside it, once per step\n",
 	} {

@@ -275,13 +275,13 @@ func TestParseErrors(t *testing.T) {
 			name: "unknown kind lists known kinds",
 			src:  edit(t, `kind = "sample"`, `kind = "sampler"`),
 			kind: ErrUnknownKind,
-			want: `pipelines: t.toml:25: stage "samp": unknown kind "sampler"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify"`,
+			want: `pipelines: t.toml:25: stage "samp": unknown kind "sampler"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify", "beam"`,
 		},
 		{
 			name: "missing kind",
 			src:  edit(t, "kind = \"embed\"\n", ""),
 			kind: ErrInvalid,
-			want: `pipelines: t.toml:11: stage "embed": missing kind; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify"`,
+			want: `pipelines: t.toml:11: stage "embed": missing kind; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify", "beam"`,
 		},
 		{
 			name: "duplicate id",
@@ -300,14 +300,14 @@ func TestParseErrors(t *testing.T) {
 			src:  edit(t, "[[stage]]\nid   = \"sched\"", "[[stage]]\nid   = \"early\"\nkind = \"head\"\n\n[[stage]]\nid   = \"sched\""),
 			kind: ErrStageOrder,
 			want: "pipelines: t.toml:7: stage \"early\": kind \"head\" takes *sched.Step, but the stage before it, \"tok\" (kind \"tokenize\", line 3), gives *session.Session; kinds that take *session.Session: \"scheduler\", \"detokenize\"\n" +
-				`pipelines: t.toml:11: stage "sched": kind "scheduler" takes *session.Session, but the stage before it, "early" (kind "head", line 7), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample", "draft_tree", "verify"`,
+				`pipelines: t.toml:11: stage "sched": kind "scheduler" takes *session.Session, but the stage before it, "early" (kind "head", line 7), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample", "draft_tree", "verify", "beam"`,
 		},
 		{
 			name: "no stage closes the loop",
 			src:  edit(t, "[[stage]]\nid   = \"samp\"\nkind = \"sample\"\n  [stage.params]\n  top_k = 10\n", ""),
 			kind: ErrStageOrder,
 			want: "pipelines: t.toml:7: stage \"sched\": kind \"scheduler\" opens the decode loop, but no stage after it closes it; kinds that close it: \"sample\"\n" +
-				`pipelines: t.toml:24: stage "detok": kind "detokenize" takes *session.Session, but the stage before it, "head" (kind "head", line 19), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample", "draft_tree", "verify"`,
+				`pipelines: t.toml:24: stage "detok": kind "detokenize" takes *session.Session, but the stage before it, "head" (kind "head", line 19), gives *sched.Step; kinds that take *sched.Step: "embed", "transformer_layers", "head", "sample", "draft_tree", "verify", "beam"`,
 		},
 		{
 			name: "first stage does not take requests",
@@ -325,7 +325,7 @@ func TestParseErrors(t *testing.T) {
 			name: "loop opened twice",
 			src:  edit(t, "[[stage]]\nid   = \"embed\"", "[[stage]]\nid   = \"s2\"\nkind = \"scheduler\"\n\n[[stage]]\nid   = \"embed\""),
 			kind: ErrStageOrder,
-			want: "pipelines: t.toml:11: stage \"s2\": kind \"scheduler\" takes *session.Session, but the stage before it, \"sched\" (kind \"scheduler\", line 7), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\", \"draft_tree\", \"verify\"\n" +
+			want: "pipelines: t.toml:11: stage \"s2\": kind \"scheduler\" takes *session.Session, but the stage before it, \"sched\" (kind \"scheduler\", line 7), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\", \"draft_tree\", \"verify\", \"beam\"\n" +
 				`pipelines: t.toml:11: stage "s2": kind "scheduler" opens the decode loop, but stage "sched" (kind "scheduler", line 7) opened it already; a pipeline has one loop`,
 		},
 		{
@@ -334,7 +334,7 @@ func TestParseErrors(t *testing.T) {
 				"[[stage]]\nid   = \"embed\"", "[[stage]]\nid   = \"tok\"\nkind = \"tokenize\"\n\n[[stage]]\nid   = \"embed\""),
 			kind: ErrStageOrder,
 			want: "pipelines: t.toml:4: stage \"sched\": kind \"scheduler\" takes *session.Session, but the first stage takes the requests, session.Request; kinds that take it: \"tokenize\"\n" +
-				"pipelines: t.toml:8: stage \"tok\": kind \"tokenize\" takes session.Request, but the stage before it, \"sched\" (kind \"scheduler\", line 4), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\", \"draft_tree\", \"verify\"\n" +
+				"pipelines: t.toml:8: stage \"tok\": kind \"tokenize\" takes session.Request, but the stage before it, \"sched\" (kind \"scheduler\", line 4), gives *sched.Step; kinds that take *sched.Step: \"embed\", \"transformer_layers\", \"head\", \"sample\", \"draft_tree\", \"verify\", \"beam\"\n" +
 				`pipelines: t.toml:12: stage "embed": kind "embed" takes *sched.Step, but the stage before it, "tok" (kind "tokenize", line 8), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"`,
 		},
 		{

@@ -31,7 +31,7 @@ func noBuild(*BuildContext) (graph.AnyPort, error) { return graph.AnyPort{}, err
 func beamRegistry(t *testing.T) *Registry {
 	t.Helper()
 	r := Builtin()
-	if err := r.Register(Kind{Name: "beam", Doc: "beam search", NewParams: func() any { return &beamParams{Beams: 4, Return: 1} },
+	if err := r.Register(Kind{Name: "beam_close", Doc: "beam search", NewParams: func() any { return &beamParams{Beams: 4, Return: 1} },
 		In: stepType, Out: sessionType, Loop: LoopClose, Build: noBuild}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,8 @@ func TestBuiltinKinds(t *testing.T) {
 		"sample *sched.Step → *session.Session closes the loop",
 		"detokenize *session.Session → stages.Result none",
 		"draft_tree *sched.Step → *sched.Step none",
-		"verify *sched.Step → *sched.Step none"}
+		"verify *sched.Step → *sched.Step none",
+		"beam *sched.Step → *sched.Step none"}
 	var got []string
 	for _, n := range Builtin().Kinds() {
 		k, _ := Default.Lookup(n)
@@ -121,7 +122,7 @@ func TestBuiltinKinds(t *testing.T) {
 
 func TestNewKind(t *testing.T) {
 	r := beamRegistry(t)
-	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"\n  [stage.params]\n  beams = 8")
+	src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam_close\"\n  [stage.params]\n  beams = 8")
 	p, err := r.Parse([]byte(src), "beam.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -145,19 +146,19 @@ func TestNewKind(t *testing.T) {
 func TestNewKindErrors(t *testing.T) {
 	r := beamRegistry(t)
 	t.Run("both sample and beam", func(t *testing.T) {
-		src := edit(t, "[[stage]]\nid   = \"detok\"", "[[stage]]\nid = \"b\"\nkind = \"beam\"\n\n[[stage]]\nid   = \"detok\"")
+		src := edit(t, "[[stage]]\nid   = \"detok\"", "[[stage]]\nid = \"b\"\nkind = \"beam_close\"\n\n[[stage]]\nid   = \"detok\"")
 		_, err := r.Parse([]byte(src), "t.toml")
 		if !errors.Is(err, ErrStageOrder) {
 			t.Fatalf("err = %v, want ErrStageOrder", err)
 		}
-		want := `pipelines: t.toml:29: stage "b": kind "beam" takes *sched.Step, but the stage before it, "samp" (kind "sample", line 23), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"` + "\n" +
-			`pipelines: t.toml:29: stage "b": kind "beam" closes the decode loop, but stage "samp" (kind "sample", line 23) closed it already; a pipeline has one loop`
+		want := `pipelines: t.toml:29: stage "b": kind "beam_close" takes *sched.Step, but the stage before it, "samp" (kind "sample", line 23), gives *session.Session; kinds that take *session.Session: "scheduler", "detokenize"` + "\n" +
+			`pipelines: t.toml:29: stage "b": kind "beam_close" closes the decode loop, but stage "samp" (kind "sample", line 23) closed it already; a pipeline has one loop`
 		if diff := cmp.Diff(want, err.Error()); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 	})
 	t.Run("joined validate errors each get a line", func(t *testing.T) {
-		src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam\"\n  [stage.params]\n  beams = 0\n  return = -1")
+		src := edit(t, "kind = \"sample\"\n  [stage.params]\n  top_k = 10", "kind = \"beam_close\"\n  [stage.params]\n  beams = 0\n  return = -1")
 		_, err := r.Parse([]byte(src), "t.toml")
 		want := "pipelines: t.toml:27: stage \"samp\": beams: 0 is less than 1\n" +
 			"pipelines: t.toml:28: stage \"samp\": return: -1 is less than 1"
