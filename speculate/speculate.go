@@ -67,6 +67,16 @@ func (o Options) Rows() int {
 	return o.DraftMax
 }
 
+// draftRoom is the draft cache's KV slots per sequence past the context: a
+// tree's expanded nodes all hold draft slots, including nodes the budget
+// later pushed out, so growth stops before they would pass this.
+func (o Options) draftRoom() int {
+	if o.Mode == SpecExec {
+		return o.Tree.Budget + o.Tree.MaxBeams + 1
+	}
+	return o.DraftMax + 1
+}
+
 // Depth is the most positions a draft reaches past its root.
 func (o Options) Depth() int {
 	if o.Mode == SpecExec {
@@ -146,6 +156,9 @@ type seqState struct {
 	chain []int32
 	q     []sample.Dist
 	open  bool // a draft tree is open in the draft cache
+	// fedNodes counts this round's tree nodes fed to the draft (each holds
+	// a draft slot, even once the budget pushes it out).
+	fedNodes int
 }
 
 // New builds a runner over the draft model (nil for Lookup).
@@ -161,7 +174,7 @@ func New(draft *model.Loaded, o Options) (*Runner, error) {
 		return nil, fmt.Errorf("speculate: %s needs a draft model ([draft] path, or --draft)", o.Mode)
 	}
 	a := draft.Model.Arch()
-	extra := o.Rows() + 1
+	extra := o.draftRoom()
 	kv, err := kvcache.New(kvcache.Options{
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim, PageTokens: o.PageTokens,
 		MaxTokens: (o.Context + extra) * o.MaxSeqs, MaxSeqLen: o.Context + extra, Window: a.SlidingWindow,
@@ -182,6 +195,11 @@ func CheckVocab(target, draft *model.Loaded) error {
 		return fmt.Errorf("%w: %s has %d tokens, the draft %s has %d", ErrVocab, target.Source.Path, tt.VocabSize(), draft.Source.Path, dt.VocabSize())
 	}
 	for id := range int32(tt.VocabSize()) {
+		// llama2.c's tokenizer.bin spells BOS and EOS "\n<s>\n" and
+		// "\n</s>\n", a GGUF "<s>" and "</s>": the same control tokens.
+		if (id == tt.BOS() && id == dt.BOS()) || (id == tt.EOS() && id == dt.EOS()) {
+			continue
+		}
 		if a, b := tt.Token(id), dt.Token(id); a != b {
 			return fmt.Errorf("%w: token %d is %q in %s but %q in the draft %s", ErrVocab, id, a, target.Source.Path, b, draft.Source.Path)
 		}
@@ -367,6 +385,7 @@ func (r *Runner) growTrees(ctx context.Context, st *sched.Step, idx []int) error
 		s := r.state(q)
 		s.tree.Reset(q.Tokens[q.Cached])
 		s.slot = append(s.slot[:0], int32(q.Cached)) // the root
+		s.fedNodes = 0
 		s.open = false
 		if ids, err := s.tree.Expand(); err != nil || len(ids) != 1 || ids[0] != 0 {
 			return fmt.Errorf("request %s: tree expansion of the root gave %v, %v", q.Req.ID, ids, err)
@@ -387,6 +406,12 @@ func (r *Runner) growTrees(ctx context.Context, st *sched.Step, idx []int) error
 		for _, i := range idx {
 			q := st.Spans[i].S
 			s := r.seqs[q]
+			// Stop growing before the expanded nodes' draft slots would
+			// pass the cache (near the context's end; the tree is then
+			// finished early).
+			if q.Cached+1+s.fedNodes+r.o.Tree.MaxBeams > q.Context()+r.o.draftRoom() {
+				continue
+			}
 			ids, err := s.tree.Expand()
 			if err != nil {
 				return err
@@ -394,6 +419,7 @@ func (r *Runner) growTrees(ctx context.Context, st *sched.Step, idx []int) error
 			if len(ids) == 0 {
 				continue
 			}
+			s.fedNodes += len(ids)
 			root := int32(q.Cached)
 			for _, id := range ids {
 				n := s.tree.Node(id)
