@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,7 +201,8 @@ func CheckVocab(target, draft *model.Loaded) error {
 		if (id == tt.BOS() && id == dt.BOS()) || (id == tt.EOS() && id == dt.EOS()) {
 			continue
 		}
-		if a, b := tt.Token(id), dt.Token(id); a != b {
+		// SentencePiece GGUFs write a space as "▁", tokenizer.bin as " ".
+		if a, b := tt.Token(id), dt.Token(id); strings.ReplaceAll(a, "▁", " ") != strings.ReplaceAll(b, "▁", " ") {
 			return fmt.Errorf("%w: token %d is %q in %s but %q in the draft %s", ErrVocab, id, a, target.Source.Path, b, draft.Source.Path)
 		}
 	}
