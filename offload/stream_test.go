@@ -168,7 +168,7 @@ func TestSSDStreams(t *testing.T) {
 			}
 		})
 	}
-	if _, err := openSSD(t, path, infos, lay, Options{Budget: minimum - align}); err == nil ||
+	if _, err := openSSD(t, path, infos, lay, Options{Budget: minimum - 1}); err == nil ||
 		!strings.Contains(err.Error(), "below the minimum of "+FormatBytes(minimum)) {
 		t.Errorf("budget below the minimum: %v", err)
 	}
