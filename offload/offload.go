@@ -168,6 +168,10 @@ type Stats struct {
 	RingBytes      int64         // bytes of the ring
 	StreamedLayers int           // layers that stream (the others are pinned)
 	RowBytes       int64         // bytes of rows read by RowReader (the embedding)
+	// SplitLayers: the layers were too large to stream whole under the
+	// budget, so the stream units (StreamedLayers, RingBuffers) are their
+	// large tensors; the small ones are pinned.
+	SplitLayers bool
 }
 
 // Resident is the bytes of weights the store keeps in memory.

@@ -28,6 +28,15 @@ import (
 // the layers c+1 … c+R (R ring buffers, positions wrapping into the next
 // pass) are protected, and a prefetch hint is clamped to that window. A
 // buffer is reused only when no Pinned of it is held.
+//
+// Split layers. When two whole layers do not fit beside the pinned set (a
+// model of few, wide layers: 5 layers of 20% each cannot stream at 25%),
+// the unit of streaming becomes the tensor: each large tensor of a layer
+// (more than 1/16 of it) is its own stream position, the small ones (norms,
+// a narrow attention) join the pinned set. A block holds all its tensors
+// until it ends, so the ring then has at least as many buffers as a layer
+// has large tensors (k), each the size of the largest; a (k+1)th buffer is
+// what lets a read overlap the compute of the layer before.
 
 // slot is one ring buffer.
 type slot struct {
@@ -54,6 +63,7 @@ var errStale = errors.New("offload: stale read")
 type entry struct {
 	ref   Ref
 	layer int // index of the layer that owns it, -1 none
+	unit  int // index of the stream unit (s.layers) that holds it, -1 pinned alone
 	at    int64
 	view  *view // resident (pinned set), or nil
 	rows  bool  // read by row (RowReader), never resident
@@ -74,6 +84,7 @@ type streamStore struct {
 	index   map[string]Ref
 	ents    map[string]*entry
 	planned bool
+	split   bool // stream units are tensors, not layers
 
 	pinned, pinUnmap []byte
 	pinBytes         int64 // the pinned set (layers included)
@@ -123,7 +134,7 @@ func openStream(o Options) (*streamStore, error) {
 			}
 			r := Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
 			s.index[t.Name] = r
-			e := &entry{ref: r, layer: -1}
+			e := &entry{ref: r, layer: -1, unit: -1}
 			e.pin.s = s
 			s.ents[t.Name] = e
 		}
@@ -160,7 +171,7 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 				}
 				return fmt.Errorf("offload: tensor %q is in layers %d and %d", r.Name, e.layer, li)
 			}
-			e.layer = li
+			e.layer, e.unit = li, li
 			lp.tensors = append(lp.tensors, e)
 		}
 		sortEntries(lp.tensors)
@@ -183,9 +194,39 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 	}
 	budget := s.o.Budget
 	nPinned, ring := len(s.layers), 0
+	minRing := 2
+	if budget > 0 && budget < all && budget < restBytes+2*maxLayer && len(s.layers) > 0 {
+		whole := restBytes + 2*maxLayer
+		units, small, k := splitLayers(s.layers)
+		small = append(small, rest...)
+		sortEntries(small)
+		smallSegs, smallBytes := layout(small, 0)
+		var maxUnit int64
+		for _, u := range units {
+			maxUnit = max(maxUnit, u.bytes)
+		}
+		k = max(k, 1)
+		if minimum := smallBytes + int64(k)*maxUnit; minimum < whole {
+			s.split, s.layers, rest, restSegs, restBytes, maxLayer, minRing = true, units, small, smallSegs, smallBytes, maxUnit, k
+			for i, u := range units {
+				u.tensors[0].unit = i
+			}
+			for _, e := range small {
+				e.unit = -1
+			}
+		}
+		if minimum := restBytes + int64(minRing)*maxLayer; s.split && budget < minimum {
+			return fmt.Errorf("offload: a memory budget of %s is below the minimum of %s for %s: whole layers need %s (the pinned set and a ring of 2 layer buffers), and streaming tensor by tensor needs the pinned set (output head, norms, small layer tensors: %s) and a ring of %d buffers of the largest tensor (%s), one per large tensor a layer holds",
+				FormatBytes(budget), FormatBytes(minimum), s.files[0].path, FormatBytes(whole), FormatBytes(restBytes), minRing, FormatBytes(maxLayer))
+		}
+		if s.split && budget >= restBytes+int64(minRing+1)*maxLayer {
+			minRing++ // the buffer that overlaps reads with compute comes before pinned units
+		}
+	}
 	if budget == 0 || budget < all {
-		// Stream: the pinned set, then whole layers while two buffers still fit.
-		minimum := restBytes + 2*maxLayer
+		// Stream: the pinned set, then whole layers (units) while the
+		// minimum ring still fits.
+		minimum := restBytes + int64(minRing)*maxLayer
 		if budget > 0 && budget < minimum {
 			return fmt.Errorf("offload: a memory budget of %s is below the minimum of %s for %s: the pinned set (output head, norms; the embedding too when the head shares it) takes %s and a ring of 2 layer buffers %s (a layer is %s)",
 				FormatBytes(budget), FormatBytes(minimum), s.files[0].path, FormatBytes(restBytes), FormatBytes(2*maxLayer), FormatBytes(maxLayer))
@@ -193,13 +234,13 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 		if budget == 0 {
 			budget = minimum
 		}
-		used := restBytes + 2*maxLayer
+		used := restBytes + int64(minRing)*maxLayer
 		nPinned = 0
 		for nPinned < len(s.layers) && used+s.layers[nPinned].bytes <= budget {
 			used += s.layers[nPinned].bytes
 			nPinned++
 		}
-		ring = 2 + int((budget-used)/max(maxLayer, 1))
+		ring = minRing + int((budget-used)/max(maxLayer, 1))
 		ring = min(ring, len(s.layers)-nPinned)
 		if nPinned == len(s.layers) {
 			ring = 0
@@ -253,6 +294,29 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 	s.o.Logger.Info().Str("pinned", FormatBytes(pinBytes)).Int("pinned_layers", nPinned).Int("streamed_layers", len(s.stream)).
 		Int("ring", ring).Str("layer", FormatBytes(maxLayer)).Str("budget", FormatBytes(s.o.Budget)).Msg("offload: ssd tier planned")
 	return nil
+}
+
+// splitLayers plans stream units of single tensors: every large tensor of
+// a layer (more than 1/16 of its bytes) in layer order; the others are
+// returned as small (to pin), with the most large tensors one layer has.
+// It changes no entry (the plan is taken only when its minimum is lower);
+// the layout of a unit is computed afresh when it is pinned.
+func splitLayers(layers []*layerPlan) (units []*layerPlan, small []*entry, k int) {
+	for _, lp := range layers {
+		n := 0
+		for _, e := range lp.tensors {
+			if e.ref.Size*16 <= lp.bytes {
+				small = append(small, e)
+				continue
+			}
+			u := &layerPlan{pos: -1, tensors: []*entry{e}}
+			u.segs, u.bytes = layout(u.tensors, 0)
+			units = append(units, u)
+			n++
+		}
+		k = max(k, n)
+	}
+	return units, small, k
 }
 
 func sortEntries(es []*entry) {
@@ -463,7 +527,7 @@ func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 		s.tl.Load().acquired(e.layer)
 		return e.view, nil
 	}
-	lp := s.layers[e.layer]
+	lp := s.layers[e.unit]
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
@@ -577,9 +641,9 @@ func (s *streamStore) Prefetch(refs ...Ref) {
 	}
 	target := -1
 	for _, r := range refs {
-		if e := s.ents[r.Name]; e != nil && e.layer >= 0 {
+		if e := s.ents[r.Name]; e != nil && e.unit >= 0 {
 			for i := range len(s.layers) {
-				lp := s.layers[(e.layer+i)%len(s.layers)]
+				lp := s.layers[(e.unit+i)%len(s.layers)]
 				if lp.pos >= 0 {
 					target = lp.pos
 					break
@@ -617,7 +681,7 @@ func (s *streamStore) Stats() Stats {
 		Acquires: s.acq.Load(), BytesRead: s.pinBytes, PrefetchHint: s.hints.Load(),
 		BytesStreamed: s.bytesRead.Load(), Loads: s.loads.Load(), LateLoads: s.late.Load(),
 		Wait: time.Duration(s.waitNanos.Load()), Pinned: s.pinBytes, RingBuffers: len(s.slots), RingBytes: s.slotBytes * int64(len(s.slots)),
-		StreamedLayers: len(s.stream), RowBytes: s.rowBytes.Load(),
+		StreamedLayers: len(s.stream), RowBytes: s.rowBytes.Load(), SplitLayers: s.split,
 	}
 }
 

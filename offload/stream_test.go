@@ -19,6 +19,11 @@ import (
 // and returns its path, the infos and the layout.
 func layered(t *testing.T, nLayers int) (string, []tensor.Info, Layout) {
 	t.Helper()
+	return layeredSizes(t, nLayers, 4100, 96, 9000)
+}
+
+func layeredSizes(t *testing.T, nLayers int, sizes ...int64) (string, []tensor.Info, Layout) {
+	t.Helper()
 	var infos []tensor.Info
 	off := int64(0)
 	add := func(name string, size int64) tensor.Info {
@@ -33,7 +38,7 @@ func layered(t *testing.T, nLayers int) (string, []tensor.Info, Layout) {
 	var lay Layout
 	for l := range nLayers {
 		var refs []Ref
-		for j, size := range []int64{4100, 96, 9000} {
+		for j, size := range sizes {
 			in := add(fmt.Sprintf("blk.%d.w%d", l, j), size)
 			refs = append(refs, Ref{Name: in.Name, DType: in.DType, Shape: in.Shape, Offset: in.Offset, Size: in.Size})
 		}
@@ -229,5 +234,59 @@ func TestSSDFaults(t *testing.T) {
 	}
 	if got == nil || !strings.Contains(got.Error(), "short read") || !strings.Contains(got.Error(), path) || !strings.Contains(got.Error(), "blk.") {
 		t.Fatalf("truncated file: %v", got)
+	}
+}
+
+// Under a budget too small for two whole layers, the store streams the
+// large tensors of each layer one by one (the small ones pinned), and every
+// pass still reads the right bytes, at the minimum of k buffers (k large
+// tensors a layer) and with one more.
+func TestSSDSplitsLayers(t *testing.T) {
+	// Three large tensors and a small one a layer, as an FFN-heavy model.
+	path, infos, lay := layeredSizes(t, 5, 40000, 96, 40000, 41000)
+	data, _ := os.ReadFile(path)
+	probe, err := openSSD(t, path, infos, lay, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := probe.Stats().Resident()
+	// The smallest budget the store takes, a page at a time.
+	minimum := whole - 1
+	for {
+		s, err := openSSD(t, path, infos, lay, Options{Budget: minimum - align})
+		if err != nil {
+			break
+		}
+		s.Close()
+		minimum -= align
+	}
+	split, _ := openSSD(t, path, infos, lay, Options{Budget: minimum})
+	unit := split.Stats().RingBytes / 3
+	for i, ahead := range []int{1, 0, 2, 1} {
+		budget := whole - 1
+		if i > 0 {
+			budget = minimum + int64(i/3)*unit
+		}
+		t.Run(fmt.Sprintf("budget=%d/ahead=%d", budget, ahead), func(t *testing.T) {
+			s, err := openSSD(t, path, infos, lay, Options{Budget: budget, poison: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if !st.SplitLayers || st.Resident() > budget || st.RingBuffers < 3 || st.StreamedLayers < 13 || i > 0 && st.RingBuffers != 3+i/3 || i == 1 && st.StreamedLayers != 15 {
+				t.Fatalf("stats %+v under budget %d (whole layers need %d)", st, budget, whole)
+			}
+			for range 3 {
+				pass(t, s, data, lay, ahead)
+			}
+			s.Close()
+			if st := s.Stats(); st.Loads > int64(3*st.StreamedLayers+st.RingBuffers) {
+				t.Errorf("%d reads of %d units in 3 passes", st.Loads, st.StreamedLayers)
+			}
+		})
+	}
+	if _, err := openSSD(t, path, infos, lay, Options{Budget: minimum - align}); err == nil ||
+		!strings.Contains(err.Error(), "tensor by tensor") {
+		t.Errorf("budget below the split minimum: %v", err)
 	}
 }

@@ -154,6 +154,14 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		sc.MaxBatchTokens = max(sc.MaxBatchTokens, rows**parallel)
 	}
 	p.Model.Context = *promptTokens + *genTokens
+	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
+		// A draft reaching past the context decodes plainly: leave room for
+		// the deepest tree so every generated token can be speculated, and
+		// for the draft cache's nodes of a pass beyond the tree's budget
+		// (near the context's end they overflow its headroom).
+		o := ds.Params.(*pipelines.DraftTreeParams).Options()
+		p.Model.Context = min(a.Context, p.Model.Context+o.Depth()+o.Rows()+o.Tree.MaxBeams*o.Tree.Branch)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompts := make([][]int32, *parallel)
 	for i := range prompts {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +13,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/sluicehq/sluice/convert"
+	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/modelfile"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -36,6 +41,9 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	tok := fs.String("tokenizer", "auto", "llama2.c tokenizer.bin for the vocabulary; auto: "+sharedLlama2Tokenizer+" when it exists and the preset has 32000 tokens; none: the generated vocabulary")
 	threads := fs.Int("threads", 0, "goroutines generating weights (0: all cores); the output does not depend on it")
 	out := fs.String("o", "", "output GGUF file (required)")
+	widen := fs.Int("widen-ffn", 0, "instead of a random model: copy --from with its feed-forward width raised to `N` hidden units that compute exact zeros (same function, every byte read per token); the FFN matrices become f32")
+	from := fs.String("from", "", "with --widen-ffn: the model to widen, a llama GGUF or a llama2.c checkpoint (its vocabulary from --tokenizer)")
+	ctxLen := fs.Int("context", 0, "with --widen-ffn: replace llama.context_length (0: keep)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -45,6 +53,16 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: -o FILE is required: %w", errUsage)
+	}
+	if *widen > 0 || *from != "" {
+		if *widen <= 0 || *from == "" {
+			return fmt.Errorf("gen-model: --widen-ffn N and --from MODEL go together: %w", errUsage)
+		}
+		tp := ""
+		if *tok != "auto" && *tok != "none" {
+			tp = *tok
+		}
+		return genWidened(ctx, e, *from, tp, *out, synth.WidenOptions{Hidden: *widen, Seed: *seed, Context: *ctxLen})
 	}
 	p, err := synth.LookupPreset(*presetName)
 	if err != nil {
@@ -103,5 +121,78 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "wrote %s: preset %s, %s, %d weights, %d bytes, %s vocabulary, seed %d, %.2fs\n",
 		*out, p.Name, dt, p.Params(), st.Size(), vocab, *seed, elapsed.Seconds())
 	log.Info().Str("file", *out).Int64("bytes", st.Size()).Dur("elapsed", elapsed).Msg("gen-model done")
+	return nil
+}
+
+// genWidened writes --from with its FFN widened (synth.WidenFFN). A
+// llama2.c checkpoint is converted to GGUF in memory first.
+func genWidened(ctx context.Context, e *env, from, tok, out string, o synth.WidenOptions) error {
+	if same, err := modelfile.SameFile(from, out); err != nil || same {
+		if err == nil {
+			err = fmt.Errorf("gen-model: the output %s is the input itself: %w", out, errUsage)
+		}
+		return err
+	}
+	var r io.ReaderAt
+	var size int64
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(src, magic[:]); err != nil {
+		return fmt.Errorf("gen-model: %s: %w", from, err)
+	}
+	if string(magic[:]) == "GGUF" {
+		st, err := src.Stat()
+		if err != nil {
+			return err
+		}
+		r, size = src, st.Size()
+	} else {
+		w, err := convert.Llama2C(from, convert.Options{Tokenizer: tok, Logger: *zerolog.Ctx(ctx)})
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			return err
+		}
+		r, size = bytes.NewReader(buf.Bytes()), int64(buf.Len())
+	}
+	f, err := gguf.Read(r, size, from)
+	if err != nil {
+		return err
+	}
+	var bar *progressbar.ProgressBar
+	if e.stderrTTY {
+		o.Progress = func(done, total int64) {
+			if bar == nil {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(e.stderr), progressbar.OptionShowBytes(true),
+					progressbar.OptionSetDescription("writing "+out), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+			}
+			bar.Set64(done)
+		}
+	}
+	start := time.Now()
+	w, err := synth.WidenFFN(ctx, r, f, o)
+	if err != nil {
+		return err
+	}
+	err = w.WriteFile(out)
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	h0, _ := f.Uint("llama.feed_forward_length")
+	fmt.Fprintf(e.stdout, "wrote %s: %s with its feed-forward width %d widened to %d (f32, new units compute zeros), %d bytes, seed %d, %.2fs\n",
+		out, from, h0, o.Hidden, st.Size(), o.Seed, time.Since(start).Seconds())
 	return nil
 }

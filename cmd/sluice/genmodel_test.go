@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -64,5 +65,36 @@ func TestGenModel(t *testing.T) {
 	_, _, err = cli(t, "", "gen-model", "--preset", "tiny")
 	if !errors.Is(err, errUsage) {
 		t.Errorf("missing -o: %v, want a usage error", err)
+	}
+}
+
+// gen-model --widen-ffn from the llama2.c checkpoint: the widened GGUF
+// generates the checkpoint's greedy text.
+func TestGenModelWiden(t *testing.T) {
+	dir := testutil.Models(t)
+	bin, tok := filepath.Join(dir, "stories260K", "stories260K.bin"), filepath.Join(dir, "stories260K", "tok512.bin")
+	out := filepath.Join(t.TempDir(), "wide.gguf")
+	msg, stderr, err := cli(t, "", "gen-model", "--widen-ffn", "700", "--from", bin, "--tokenizer", tok, "-o", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(msg, "widened to 700") {
+		t.Errorf("stdout %q", msg)
+	}
+	want, _, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "64", "-p", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := cli(t, "", "generate", "-m", out, "--temp", "0", "-n", "64", "-p", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("widened model generated %q, want %q", got, want)
+	}
+	for _, args := range [][]string{{"--widen-ffn", "700", "-o", out}, {"--from", bin, "-o", out}, {"--widen-ffn", "100", "--from", bin, "--tokenizer", tok, "-o", out}} {
+		if _, _, err := cli(t, "", append([]string{"gen-model"}, args...)...); err == nil {
+			t.Errorf("gen-model %q: no error", args)
+		}
 	}
 }
