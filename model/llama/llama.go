@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -56,6 +57,8 @@ type Model struct {
 	w      Weights
 	blocks []model.Block
 	pool   *kernels.Pool
+
+	rows atomic.Pointer[rowsOf] // see rowReader
 
 	adMu     sync.RWMutex
 	adapters map[string]*adapterSet // unmerged LoRA sets by name
@@ -170,7 +173,7 @@ func (m *Model) RowWeights() []offload.Ref {
 func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) error {
 	n, dim := st.Batch.Len(), m.arch.Dim
 	st.Hidden = model.Grow(st.Hidden, n*dim)
-	if rr, ok := w.(offload.RowReader); ok && rr.ReadsRows(m.w.TokenEmbd) {
+	if rr := m.rowReader(w); rr != nil {
 		return m.embedRows(ctx, st, rr)
 	}
 	emb, p, err := model.Matrix(ctx, w, m.w.TokenEmbd)
@@ -192,6 +195,26 @@ func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) err
 		set.embedAdapter(st, dim)
 	}
 	return nil
+}
+
+// rowsOf remembers, for the store last seen, whether it reads the
+// embedding by rows: asked once, not per pass (the interface conversion and
+// the call showed up as an allocation in the decode loop).
+type rowsOf struct {
+	store offload.Store
+	rr    offload.RowReader // nil: read the whole matrix
+}
+
+func (m *Model) rowReader(w offload.Store) offload.RowReader {
+	if c := m.rows.Load(); c != nil && c.store == w {
+		return c.rr
+	}
+	c := &rowsOf{store: w}
+	if rr, ok := w.(offload.RowReader); ok && rr.ReadsRows(m.w.TokenEmbd) {
+		c.rr = rr
+	}
+	m.rows.Store(c)
+	return c.rr
 }
 
 // embedRows is Embed reading each token's row by byte range.
