@@ -50,15 +50,22 @@ func NewID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// Check is what Precheck found.
+type Check struct {
+	Requests int    // lines that are requests (bad ones included)
+	Todo     int    // those whose custom_id is not done yet
+	Format   Format // the format the file resolved to
+}
+
 // Precheck reads a whole prompt file ahead of a run, as a Reader with the
-// same format and id prefix would: it returns how many requests it holds
-// (bad lines included) and the format it resolved to. Repeated custom_ids
-// are an error wrapping ErrDuplicateID that lists them, so a batch with
-// any is refused before it runs: its results would be keyed apart by
-// nothing.
-func Precheck(r io.Reader, name string, f Format, prefix string) (n int, resolved Format, err error) {
+// same format and id prefix would, and counts its requests, and those not in
+// done (a results file's Done). Repeated custom_ids are an error wrapping
+// ErrDuplicateID that lists them, so a batch with any is refused before it
+// runs: their results could not be told apart.
+func Precheck(r io.Reader, name string, f Format, prefix string, done map[string]bool) (Check, error) {
 	rd := NewReader(r, name, f)
 	rd.SetIDPrefix(prefix)
+	var c Check
 	var dups []string
 	ndup := 0
 	for {
@@ -66,10 +73,14 @@ func Precheck(r io.Reader, name string, f Format, prefix string) (n int, resolve
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		c.Format = rd.Format()
 		if err != nil {
-			return n, rd.Format(), err
+			return c, err
 		}
-		n++
+		c.Requests++
+		if !done[req.CustomID] {
+			c.Todo++
+		}
 		if le, ok := errors.AsType[*LineError](req.Err); ok && le.Kind == ErrDuplicateID {
 			if ndup++; len(dups) < 5 {
 				dups = append(dups, fmt.Sprintf("line %d: %s", le.Line, le.Msg))
@@ -81,8 +92,8 @@ func Precheck(r io.Reader, name string, f Format, prefix string) (n int, resolve
 		if ndup > len(dups) {
 			more = fmt.Sprintf("; and %d more", ndup-len(dups))
 		}
-		return n, rd.Format(), fmt.Errorf("%w: %s: %d line(s) repeat an earlier line's custom_id (%s%s); results are keyed by custom_id, so each must be unique: nothing was run",
+		return c, fmt.Errorf("%w: %s: %d line(s) repeat an earlier line's custom_id (%s%s); results are keyed by custom_id, so each must be unique: nothing was run",
 			ErrDuplicateID, name, ndup, strings.Join(dups, "; "), more)
 	}
-	return n, rd.Format(), nil
+	return c, nil
 }

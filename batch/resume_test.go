@@ -85,14 +85,14 @@ func TestRetryErrors(t *testing.T) {
 // Duplicated custom_ids are refused before a run, all of them named;
 // generated ids carry the prefix.
 func TestPrecheck(t *testing.T) {
-	n, f, err := Precheck(strings.NewReader("{\"custom_id\":\"a\",\"prompt\":\"x\"}\n{\"prompt\":\"y\"}\n{\"custom_id\":\"a\",\"prompt\":\"z\"}\n"), "p.jsonl", Auto, "")
-	if !errors.Is(err, ErrDuplicateID) || n != 3 || f != JSONL ||
+	c, err := Precheck(strings.NewReader("{\"custom_id\":\"a\",\"prompt\":\"x\"}\n{\"prompt\":\"y\"}\n{\"custom_id\":\"a\",\"prompt\":\"z\"}\n"), "p.jsonl", Auto, "", nil)
+	if !errors.Is(err, ErrDuplicateID) || c.Requests != 3 || c.Format != JSONL ||
 		!strings.Contains(err.Error(), `p.jsonl: 1 line(s) repeat an earlier line's custom_id (line 3: duplicate custom_id "a" (first on line 1))`) {
-		t.Fatalf("n %d format %v err %v", n, f, err)
+		t.Fatalf("check %+v err %v", c, err)
 	}
-	n, f, err = Precheck(strings.NewReader("one\n\ntwo\n"), "p.txt", Auto, "p.txt:")
-	if err != nil || n != 2 || f != Text {
-		t.Fatalf("text: %d %v %v", n, f, err)
+	c, err = Precheck(strings.NewReader("one\n\ntwo\n"), "p.txt", Auto, "p.txt:", map[string]bool{"p.txt:line-1": true})
+	if err != nil || c != (Check{Requests: 2, Todo: 1, Format: Text}) {
+		t.Fatalf("text: %+v %v", c, err)
 	}
 	rd := NewReader(strings.NewReader("one\n\ntwo\n"), "p.txt", Auto)
 	rd.SetIDPrefix("p.txt:")

@@ -118,6 +118,17 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("run: --out %s is the prompts file: results are appended to OUT, so it must be another file: %w", *out, errUsage)
 	}
 
+	// Every line is read once before anything runs: repeated custom_ids
+	// refuse the batch, and the count drives the progress.
+	src, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	check, err := batch.Precheck(src, name, f, prefix, nil)
+	if err != nil {
+		return err
+	}
 	// The results: locked, resumed.
 	done := map[string]bool{}
 	var dst io.Writer = e.stdout
@@ -133,14 +144,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			e.log.Info().Int("lines", res.Retried).Msg("--retry-errors: error lines removed, running them again")
 		}
 	}
-	src, err := os.Open(*in)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	check, err := batch.Precheck(src, name, f, prefix, done)
-	if err != nil {
-		return err
+	if len(done) > 0 {
+		if _, err := src.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if check, err = batch.Precheck(src, name, f, prefix, done); err != nil {
+			return err
+		}
 	}
 	if _, err := src.Seek(0, io.SeekStart); err != nil {
 		return err
