@@ -161,6 +161,14 @@ func usage(w io.Writer) {
 func (e *env) flags(c string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	// The global flags are taken after the command too: sluice run … --log-level info.
+	fs.Func("log-level", "log level: debug, info, warn, error (as before the command)", func(s string) error {
+		lvl, err := zerolog.ParseLevel(s)
+		if err == nil {
+			e.log = e.log.Level(lvl)
+		}
+		return err
+	})
 	fs.Usage = func() {
 		if cmd := lookup(c); cmd != nil {
 			fmt.Fprintf(fs.Output(), "Usage: sluice %s\n\n%s.\n", cmd.usage, cmd.short)

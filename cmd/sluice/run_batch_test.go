@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/batch"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -178,6 +179,15 @@ func TestRunRefusals(t *testing.T) {
 		if strings.Count(res, `"custom_id":"`+id+`"`) != 1 {
 			t.Fatalf("%s not once in:\n%s", id, res)
 		}
+	}
+
+	// Progress without a terminal is a line every progressEvery; a global
+	// flag after the command is taken.
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = time.Millisecond
+	_, stderr, err := run("", "--prompts", a, "--out", filepath.Join(tmp, "progress.jsonl"), "-n", "64", "--log-level", "info")
+	if err != nil || !strings.Contains(stderr, "tok/s, ETA") || !strings.Contains(stderr, "batch done") {
+		t.Fatalf("%v\n%s", err, stderr)
 	}
 
 	// A second writer is refused while the first holds OUT.
