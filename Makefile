@@ -91,6 +91,7 @@ fuzz:
 	$(call fuzz1,FuzzAttentionMask,kernels)
 	$(call fuzz1,FuzzCacheOps,kvcache,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzLoop,graph,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzChatCompletions,server,$(FUZZX_SLOW))
 
 fuzz-check:
 	@missing=$$(grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \
