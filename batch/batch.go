@@ -23,6 +23,8 @@ var (
 	ErrBadLine = errors.New("batch: bad input line")
 	// ErrDuplicateID: an input line reuses an earlier line's custom_id.
 	ErrDuplicateID = errors.New("batch: duplicate custom_id")
+	// ErrLocked: another process holds the results file.
+	ErrLocked = errors.New("batch: results file in use")
 	// ErrCorrupt: a results file has a complete line that is not a result.
 	ErrCorrupt = errors.New("batch: corrupt results file")
 )
@@ -57,7 +59,8 @@ const (
 	// "/v1/completions", "body": {"model": "...", "prompt": "...",
 	// "max_tokens": 64}}, or url "/v1/chat/completions" with body.messages.
 	OpenAIBatch
-	// Text: one prompt per line, custom_id "line-N"; blank lines skipped.
+	// Text: one prompt per line, custom_id "line-N" (see
+	// Reader.SetIDPrefix); blank lines skipped.
 	Text
 )
 
@@ -94,9 +97,17 @@ type Request struct {
 	Messages []Message
 	// MaxTokens caps generated tokens; 0 = the pipeline's default.
 	MaxTokens int
-	// Temperature and Seed override the pipeline's sampler when non-nil.
+	// Temperature, TopP, TopK, MinP and Seed override the pipeline's
+	// sampler when non-nil.
 	Temperature *float64
+	TopP        *float64
+	TopK        *int
+	MinP        *float64
 	Seed        *uint64
+	// Stop strings end the completion (cut before the first one found).
+	Stop []string
+	// Model is the body's "model", echoed in OpenAI output ("" if none).
+	Model string
 	// Adapter names the LoRA adapter to run the line with ("adapter", or
 	// "body.adapter" in OpenAI Batch files); "" is the base model.
 	Adapter string

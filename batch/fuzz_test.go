@@ -86,7 +86,8 @@ func FuzzDone(f *testing.F) {
 	f.Add([]byte("\n\n{\"custom_id\":\"\"}\n"))
 	f.Add([]byte("{\"custom_id\":1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		done, end, err := scanDone(bytes.NewReader(data), "fuzz")
+		sc, err := scanDone(bytes.NewReader(data), "fuzz", nil)
+		done, end := sc.done, sc.end
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)
@@ -97,7 +98,8 @@ func FuzzDone(f *testing.F) {
 			t.Fatalf("end = %d, want just past the last newline", end)
 		}
 		// The torn tail must not matter: the complete part alone gives the same ids.
-		again, end2, err := scanDone(bytes.NewReader(data[:end]), "fuzz")
+		sc2, err := scanDone(bytes.NewReader(data[:end]), "fuzz", nil)
+		again, end2 := sc2.done, sc2.end
 		if err != nil || end2 != end || !maps.Equal(done, again) {
 			t.Fatalf("complete part gives %v, %d, %v; whole file gave %v, %d", again, end2, err, done, end)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -31,7 +32,8 @@ type Reader struct {
 	detect   bool           // Auto chose JSON: the first JSON line picks JSONL or OpenAIBatch for Format
 	buf      []byte
 	maxLine  int
-	err      error // sticky read error
+	prefix   string // of generated custom_ids
+	err      error  // sticky read error
 }
 
 // NewReader reads requests in format f from r; name labels errors
@@ -42,6 +44,11 @@ func NewReader(r io.Reader, name string, f Format) *Reader {
 		seen: map[string]int{}, maxLine: MaxLineBytes,
 	}
 }
+
+// SetIDPrefix makes the custom_id of a line without one prefix+"line-N"
+// instead of "line-N". With the prompt file's name as the prefix, two files
+// written into one results file do not skip each other's lines.
+func (r *Reader) SetIDPrefix(prefix string) { r.prefix = prefix }
 
 // Format reports the format in use: the one given to NewReader, or for Auto
 // the one detected from the first non-blank line (JSONL or Text; Auto while
@@ -92,7 +99,7 @@ func (r *Reader) Next() (Request, error) {
 			r.parseJSON(line, &req)
 		}
 		if req.CustomID == "" {
-			req.CustomID = "line-" + strconv.Itoa(r.line)
+			req.CustomID = r.prefix + "line-" + strconv.Itoa(r.line)
 		}
 		if first, dup := r.seen[req.CustomID]; dup {
 			req = Request{Line: r.line, CustomID: req.CustomID, Err: r.lineErr(ErrDuplicateID,
@@ -169,6 +176,60 @@ type params struct {
 	Temperature         json.RawMessage `json:"temperature"`
 	Seed                json.RawMessage `json:"seed"`
 	Adapter             json.RawMessage `json:"adapter"`
+	TopP                json.RawMessage `json:"top_p"`
+	TopK                json.RawMessage `json:"top_k"`
+	MinP                json.RawMessage `json:"min_p"`
+	Stop                json.RawMessage `json:"stop"`
+	Model               json.RawMessage `json:"model"`
+	unsupported
+}
+
+// unsupported are the OpenAI keys a local batch cannot honour. A line that
+// sets one to anything but its neutral value is refused, so an option is
+// never silently dropped.
+type unsupported struct {
+	N                json.RawMessage `json:"n"`
+	BestOf           json.RawMessage `json:"best_of"`
+	Logprobs         json.RawMessage `json:"logprobs"`
+	TopLogprobs      json.RawMessage `json:"top_logprobs"`
+	Echo             json.RawMessage `json:"echo"`
+	Stream           json.RawMessage `json:"stream"`
+	Suffix           json.RawMessage `json:"suffix"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	Tools            json.RawMessage `json:"tools"`
+}
+
+// check names the first key set to a value other than its neutral one.
+func (u *unsupported) check(prefix string) string {
+	for _, k := range []struct {
+		key     string
+		raw     json.RawMessage
+		neutral []string
+		why     string
+	}{
+		{"n", u.N, []string{"1"}, "one choice per line: write a line per choice, each with its own custom_id and seed"},
+		{"best_of", u.BestOf, []string{"1"}, "one choice per line"},
+		{"logprobs", u.Logprobs, []string{"false"}, "log-probabilities are served by sluice serve, not by batch files"},
+		{"top_logprobs", u.TopLogprobs, []string{"0"}, "log-probabilities are served by sluice serve, not by batch files"},
+		{"echo", u.Echo, []string{"false"}, "the prompt is not echoed"},
+		{"stream", u.Stream, []string{"false"}, "batch results are not streamed"},
+		{"suffix", u.Suffix, []string{`""`}, "insertion is not supported"},
+		{"logit_bias", u.LogitBias, []string{"{}"}, "the sampler has no logit bias"},
+		{"presence_penalty", u.PresencePenalty, []string{"0", "0.0"}, "the sampler has no presence penalty"},
+		{"frequency_penalty", u.FrequencyPenalty, []string{"0", "0.0"}, "the sampler has no frequency penalty"},
+		{"tools", u.Tools, []string{"[]"}, "tool calls are not supported"},
+	} {
+		if !present(k.raw) {
+			continue
+		}
+		v := string(bytes.Join(bytes.Fields(k.raw), nil))
+		if !slices.Contains(k.neutral, v) {
+			return fmt.Sprintf("%q is %s: not supported (%s)", prefix+k.key, clip(k.raw), k.why)
+		}
+	}
+	return ""
 }
 
 const (
@@ -324,8 +385,54 @@ func (r *Reader) fill(req *Request, p *params, prefix string) string {
 			return fmt.Sprintf("%q must be a non-empty string (an adapter name), got %s", prefix+"adapter", clip(p.Adapter))
 		}
 	}
-	return ""
+	if present(p.TopP) {
+		var v float64
+		if err := json.Unmarshal(p.TopP, &v); err != nil || !(v >= 0 && v <= 1) {
+			return fmt.Sprintf("%q must be a number from 0 to 1, got %s", prefix+"top_p", clip(p.TopP))
+		}
+		req.TopP = &v
+	}
+	if present(p.MinP) {
+		var v float64
+		if err := json.Unmarshal(p.MinP, &v); err != nil || !(v >= 0 && v <= 1) {
+			return fmt.Sprintf("%q must be a number from 0 to 1, got %s", prefix+"min_p", clip(p.MinP))
+		}
+		req.MinP = &v
+	}
+	if present(p.TopK) {
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(p.TopK)), 10, 32)
+		if err != nil || n < -1 {
+			return fmt.Sprintf("%q must be an integer ≥ -1 (-1 or 0 is off), got %s", prefix+"top_k", clip(p.TopK))
+		}
+		k := int(max(n, 0))
+		req.TopK = &k
+	}
+	if present(p.Stop) {
+		var one string
+		if json.Unmarshal(p.Stop, &one) == nil {
+			req.Stop = []string{one}
+		} else if json.Unmarshal(p.Stop, &req.Stop) != nil {
+			return fmt.Sprintf("%q must be a string or an array of strings, got %s", prefix+"stop", clip(p.Stop))
+		}
+		req.Stop = slices.DeleteFunc(req.Stop, func(s string) bool { return s == "" })
+		if len(req.Stop) > MaxStops {
+			return fmt.Sprintf("%q has %d strings; at most %d", prefix+"stop", len(req.Stop), MaxStops)
+		}
+		if len(req.Stop) == 0 {
+			req.Stop = nil
+		}
+	}
+	if present(p.Model) {
+		if err := json.Unmarshal(p.Model, &req.Model); err != nil {
+			return fmt.Sprintf("%q must be a string, got %s", prefix+"model", clip(p.Model))
+		}
+	}
+	return p.unsupported.check(prefix)
 }
+
+// MaxStops bounds the stop strings of one line (OpenAI allows 4; the
+// server 16).
+const MaxStops = 16
 
 // messages decodes a chat message list. Content may be a string or an
 // array of {"type": "text", "text": ...} parts, which are concatenated.

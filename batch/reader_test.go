@@ -77,8 +77,8 @@ func TestReader(t *testing.T) {
 {"custom_id": "r3", "body": {"prompt": "no url or method"}}
 `,
 			want: []Request{
-				{Line: 1, CustomID: "r1", Prompt: "Tell", MaxTokens: 32},
-				{Line: 2, CustomID: "r2", Messages: []Message{{"system", "Be brief."}, {"user", "Hello"}}, MaxTokens: 9, Temperature: f64(0), Seed: u64(1)},
+				{Line: 1, CustomID: "r1", Prompt: "Tell", MaxTokens: 32, Model: "x"},
+				{Line: 2, CustomID: "r2", Messages: []Message{{"system", "Be brief."}, {"user", "Hello"}}, MaxTokens: 9, Temperature: f64(0), Seed: u64(1), Model: "x"},
 				{Line: 3, CustomID: "r3", Prompt: "no url or method"},
 			},
 		},

@@ -112,7 +112,8 @@ func TestWriterConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	done, _, err := scanDone(&b, "buf")
+	sc, err := scanDone(&b, "buf", nil)
+	done := sc.done
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,9 +174,11 @@ func messageText(i int, raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// Responses.
+// Responses: the shapes of OpenAI's API, exported for other writers of
+// them (sluice run's OpenAI Batch output).
 
-type usage struct {
+// Usage is the token counts of a response.
+type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
@@ -189,20 +191,23 @@ type completionLogprobs struct {
 	TextOffset    []int                `json:"text_offset"`
 }
 
-type completionChoice struct {
+// CompletionChoice is one choice of a text_completion.
+type CompletionChoice struct {
 	Text         string              `json:"text"`
 	Index        int                 `json:"index"`
 	Logprobs     *completionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
 }
 
-type completionResponse struct {
+// CompletionResponse is a text_completion object (POST /v1/completions),
+// and the body of a /v1/completions line of an OpenAI Batch output file.
+type CompletionResponse struct {
 	ID      string             `json:"id"`
 	Object  string             `json:"object"`
 	Created int64              `json:"created"`
 	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
 }
 
 type chatTopLogprob struct {
@@ -223,26 +228,30 @@ type chatLogprobs struct {
 	Refusal []chatTokenLogprob `json:"refusal"`
 }
 
-type chatMessageOut struct {
+// ChatMessageOut is a choice's message (or a stream chunk's delta).
+type ChatMessageOut struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
 }
 
-type chatChoice struct {
+// ChatChoice is one choice of a chat.completion.
+type ChatChoice struct {
 	Index        int             `json:"index"`
-	Message      *chatMessageOut `json:"message,omitempty"`
-	Delta        *chatMessageOut `json:"delta,omitempty"`
+	Message      *ChatMessageOut `json:"message,omitempty"`
+	Delta        *ChatMessageOut `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs   `json:"logprobs"`
 	FinishReason *string         `json:"finish_reason"`
 }
 
-type chatResponse struct {
+// ChatResponse is a chat.completion object (POST /v1/chat/completions),
+// and the body of a /v1/chat/completions line of an OpenAI Batch output file.
+type ChatResponse struct {
 	ID      string       `json:"id"`
 	Object  string       `json:"object"`
 	Created int64        `json:"created"`
 	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
 }
 
 type modelObject struct {

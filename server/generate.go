@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/tokenizer"
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
@@ -291,8 +290,6 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.run(w, r, j, start)
 }
 
-var chatRoles = map[string]string{"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-
 func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	if e := s.checkModel(req.Model); e != nil {
 		return nil, e
@@ -330,24 +327,19 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	}
 	msgs := make([]chat.Message, len(req.Messages))
 	for i, m := range req.Messages {
-		role, ok := chatRoles[m.Role]
-		if !ok {
+		if _, ok := ChatRole(m.Role); !ok {
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "Invalid role %q: expected system, developer, user, assistant or tool.", m.Role)
 		}
 		text, err := messageText(i, m.Content)
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		msgs[i] = chat.Message{Role: role, Content: text}
+		msgs[i] = chat.Message{Role: m.Role, Content: text}
 	}
-	prompt, err := s.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: s.bos, EOS: s.eos})
+	toks, err := s.chat.Tokens(msgs)
 	if err != nil {
 		return nil, badRequest("messages", "The chat template rejected the messages: %v.", err)
 	}
-	// The template writes BOS as text when the model wants it; add it only
-	// when the pipeline does and the template did not.
-	addBOS := s.eng.Pipeline().AddBOS() && (s.bos == "" || !strings.HasPrefix(prompt, s.bos))
-	toks := s.tok.Encode(prompt, tokenizer.EncodeOptions{BOS: addBOS, ParseSpecial: true})
 	if e := s.checkPrompt("messages", toks); e != nil {
 		return nil, e
 	}
@@ -426,7 +418,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		events <- event{index: idx, final: true, err: e}
 		return
 	}
-	stop := newStopper(j.p.stops)
+	stop := NewStopper(j.p.stops)
 	ntok, textLen, stopped := 0, 0, false
 	for t, ok := st.Next(ctx); ok; t, ok = st.Next(ctx) {
 		if ntok == 0 && t.ID >= 0 {
@@ -442,7 +434,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 			ntok++
 		}
 		textLen += len(t.Text)
-		emit, hit := stop.push(t.Text)
+		emit, hit := stop.Push(t.Text)
 		if emit != "" || lps != nil {
 			events <- event{index: idx, text: emit, lps: lps}
 		}
@@ -465,7 +457,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 	default:
 		// stop, length; or cancelled and timeout: the client left, the
 		// server is shutting down or the pipeline's timeout passed.
-		ev.text = stop.flush()
+		ev.text = stop.Flush()
 	}
 	events <- ev
 }
@@ -531,16 +523,16 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		writeError(w, fail)
 		return
 	}
-	u := &usage{CompletionTokens: ntok}
+	u := &Usage{CompletionTokens: ntok}
 	for _, p := range j.prompts {
 		u.PromptTokens += len(p)
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if j.chat {
-		resp := chatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []chatChoice{}}
+		resp := ChatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []ChatChoice{}}
 		for i := range total {
 			text := texts[i].String()
-			c := chatChoice{Index: i, Message: &chatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
 			if j.p.logprobs >= 0 {
 				c.Logprobs = s.chatLPs(lps[i])
 			}
@@ -549,13 +541,13 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		writeJSON(w, resp)
 		return
 	}
-	resp := completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []completionChoice{}}
+	resp := CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []CompletionChoice{}}
 	for i := range total {
 		text := texts[i].String()
 		if j.echo != nil {
 			text = j.echo[i/j.p.n] + text
 		}
-		c := completionChoice{Text: text, Index: i, FinishReason: finishPtr(finish[i])}
+		c := CompletionChoice{Text: text, Index: i, FinishReason: finishPtr(finish[i])}
 		if j.p.logprobs >= 0 {
 			c.Logprobs = s.completionLPs(lps[i])
 		}
@@ -599,7 +591,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	ntok := 0
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
-			c := chatChoice{Index: idx, Delta: &chatMessageOut{}, FinishReason: finishPtr(finish)}
+			c := ChatChoice{Index: idx, Delta: &ChatMessageOut{}, FinishReason: finishPtr(finish)}
 			if !begun[idx] {
 				c.Delta.Role = "assistant"
 			}
@@ -610,17 +602,17 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 				c.Logprobs = s.chatLPs(lps)
 			}
 			begun[idx] = true
-			return chatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []chatChoice{c}}
+			return ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []ChatChoice{c}}
 		}
 		if !begun[idx] && j.echo != nil {
 			text = j.echo[idx/j.p.n] + text
 		}
 		begun[idx] = true
-		c := completionChoice{Text: text, Index: idx, FinishReason: finishPtr(finish)}
+		c := CompletionChoice{Text: text, Index: idx, FinishReason: finishPtr(finish)}
 		if lps != nil {
 			c.Logprobs = s.completionLPs(lps)
 		}
-		return completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []completionChoice{c}}
+		return CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []CompletionChoice{c}}
 	}
 	for ev := range events {
 		if ev.final && ev.err != nil {
@@ -644,15 +636,15 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 		}
 	}
 	if j.p.usage {
-		u := &usage{CompletionTokens: ntok}
+		u := &Usage{CompletionTokens: ntok}
 		for _, p := range j.prompts {
 			u.PromptTokens += len(p)
 		}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		if j.chat {
-			send(chatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []chatChoice{}, Usage: u})
+			send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []ChatChoice{}, Usage: u})
 		} else {
-			send(completionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []completionChoice{}, Usage: u})
+			send(CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []CompletionChoice{}, Usage: u})
 		}
 	}
 	if werr == nil && started {

@@ -111,11 +111,9 @@ type Server struct {
 	o       Options
 	eng     *sluice.Engine
 	tok     tokenizer.Tokenizer
-	tmpl    *chat.Template
+	chat    *ChatPrompt
 	chatIDs []int32  // the template's end-of-turn token ids
 	chatTxt []string // its end-of-turn markers the vocabulary lacks
-	bos     string
-	eos     string
 	created int64
 	m       *metrics
 	mux     *http.ServeMux
@@ -149,15 +147,12 @@ func New(o Options) (*Server, error) {
 	if o.Model == "" {
 		o.Model = "sluice"
 	}
-	s := &Server{o: o, eng: o.Engine, tok: l.Tokenizer, tmpl: o.Chat, created: time.Now().Unix()}
-	if s.tmpl == nil {
-		var err error
-		if s.tmpl, err = chat.ForModel(l.Source.GGUF, l.Tokenizer); err != nil {
-			return nil, err
-		}
+	s := &Server{o: o, eng: o.Engine, tok: l.Tokenizer, created: time.Now().Unix()}
+	var err error
+	if s.chat, err = NewChatPrompt(o.Engine, o.Chat); err != nil {
+		return nil, err
 	}
-	s.chatIDs, s.chatTxt = s.tmpl.Stops(s.tok)
-	s.bos, s.eos = chat.Specials(s.tok)
+	s.chatIDs, s.chatTxt = s.chat.Stops()
 	s.capacity = o.Engine.Pipeline().Scheduler().MaxInFlight + o.MaxWaiting
 	_, s.speculative = o.Engine.Pipeline().StageOfKind(pipelines.KindVerify)
 	s.m = newMetrics(o.Engine, s)
@@ -176,7 +171,7 @@ func New(o Options) (*Server, error) {
 }
 
 // Template is the chat template the server renders chats with.
-func (s *Server) Template() *chat.Template { return s.tmpl }
+func (s *Server) Template() *chat.Template { return s.chat.Template() }
 
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }

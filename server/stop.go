@@ -2,19 +2,20 @@ package server
 
 import "strings"
 
-// stopper finds stop strings in a stream of text and holds back the text
+// Stopper finds stop strings in a stream of text and holds back the text
 // that could still become one: a stop string split across tokens is cut as
 // surely as one inside a token, and none of it is ever sent.
-type stopper struct {
+type Stopper struct {
 	stops []string
 	held  string // the longest tail that is a proper prefix of a stop string
 }
 
-func newStopper(stops []string) *stopper { return &stopper{stops: stops} }
+// NewStopper looks for any of stops.
+func NewStopper(stops []string) *Stopper { return &Stopper{stops: stops} }
 
-// push adds text. It returns the text that can be sent and whether a stop
+// Push adds text. It returns the text that can be sent and whether a stop
 // string was found; then emit ends right before it and the rest is dropped.
-func (s *stopper) push(text string) (emit string, stopped bool) {
+func (s *Stopper) Push(text string) (emit string, stopped bool) {
 	if len(s.stops) == 0 {
 		return text, false
 	}
@@ -45,8 +46,8 @@ func (s *stopper) push(text string) (emit string, stopped bool) {
 	return buf[:len(buf)-hold], false
 }
 
-// flush returns the held text at the end of the stream.
-func (s *stopper) flush() string {
+// Flush returns the held text at the end of the stream.
+func (s *Stopper) Flush() string {
 	h := s.held
 	s.held = ""
 	return h

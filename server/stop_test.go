@@ -24,11 +24,11 @@ func TestStopperSplits(t *testing.T) {
 		{"x", nil, "x", false},
 	} {
 		for split := 1; split <= len(c.text); split++ {
-			s := newStopper(c.stops)
+			s := NewStopper(c.stops)
 			var sent strings.Builder
 			stopped := false
 			for i := 0; i < len(c.text) && !stopped; i += split {
-				emit, hit := s.push(c.text[i:min(i+split, len(c.text))])
+				emit, hit := s.Push(c.text[i:min(i+split, len(c.text))])
 				sent.WriteString(emit)
 				stopped = hit
 				for _, st := range c.stops {
@@ -38,7 +38,7 @@ func TestStopperSplits(t *testing.T) {
 				}
 			}
 			if !stopped {
-				sent.WriteString(s.flush())
+				sent.WriteString(s.Flush())
 			}
 			if sent.String() != c.want || stopped != c.stop {
 				t.Fatalf("%q stops %q split %d: sent %q stopped %v, want %q %v", c.text, c.stops, split, sent.String(), stopped, c.want, c.stop)

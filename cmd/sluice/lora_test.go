@@ -125,7 +125,10 @@ func TestRunWithAdapters(t *testing.T) {
 `), 0o644)
 	pfile := filepath.Join(tmp, "p.toml")
 	os.WriteFile(pfile, []byte(strings.Replace(readFile(t, filepath.Join(testutil.Root(), "pipelines", "greedy.toml")), "max_new_tokens = 256", "max_new_tokens = 24", 1)), 0o644)
-	mustSluice(t, "run", pfile, "--prompts", in, "--out", out, "--model", bin, "--tokenizer", tok, "--lora", a, "--lora", b)
+	// The two bad adapter lines fail alone; the run says so in its exit.
+	if _, stderr, err := cli(t, "", "run", pfile, "--prompts", in, "--out", out, "--model", bin, "--tokenizer", tok, "--lora", a, "--lora", b); err == nil || !strings.Contains(err.Error(), "2 line(s) failed") {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
 	texts := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(readFile(t, out)), "\n") {
 		id := line[strings.Index(line, `"custom_id":"`)+13:]

@@ -41,7 +41,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE] [--lora DIR[:scale]]...", "generate text from a prompt", cmdGenerate},
-		{"run", "run PIPELINE --prompts IN --out OUT [--model M] [--tokenizer T] [--lora DIR[:scale]]...", "run a batch of prompts through a pipeline file", cmdRun},
+		{"run", runUsage, "run a batch of prompts (a file, or an OpenAI Batch file) through a pipeline", cmdRun},
 		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
 		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
@@ -162,6 +162,14 @@ func usage(w io.Writer) {
 func (e *env) flags(c string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	// The global flags are taken after the command too: sluice run … --log-level info.
+	fs.Func("log-level", "log level: debug, info, warn, error (as before the command)", func(s string) error {
+		lvl, err := zerolog.ParseLevel(s)
+		if err == nil {
+			e.log = e.log.Level(lvl)
+		}
+		return err
+	})
 	fs.Usage = func() {
 		if cmd := lookup(c); cmd != nil {
 			fmt.Fprintf(fs.Output(), "Usage: sluice %s\n\n%s.\n", cmd.usage, cmd.short)

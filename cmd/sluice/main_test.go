@@ -264,29 +264,24 @@ this is not json
 {"custom_id":"b","method":"POST","url":"/v1/completions","body":{"prompt":"The dog","max_tokens":5}}
 {"custom_id":"c","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Hi"}]}}
 `), 0o644)
-	args := []string{"run", "greedy", "--prompts", in, "--out", out, "--model", bin, "--tokenizer", tok}
-	_, stderr, err := cli(t, "", append([]string{}, args...)...)
-	if err == nil || !strings.Contains(err.Error(), "greedy") {
-		// "greedy" is not a file: the preset names are for generate; run takes a file.
-		t.Fatalf("run with a missing pipeline file: err %v", err)
-	}
 	pfile := filepath.Join(tmp, "p.toml")
 	os.WriteFile(pfile, []byte(strings.Replace(readFile(t, filepath.Join(testutil.Root(), "pipelines", "greedy.toml")), "max_new_tokens = 256", "max_new_tokens = 8", 1)), 0o644)
-	args[1] = pfile
-	if _, stderr, err = cli(t, "", args...); err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
+	args := []string{"run", pfile, "--prompts", in, "--out", out, "--model", bin, "--tokenizer", tok}
+	_, stderr, err := cli(t, "", args...)
+	if err == nil || !strings.Contains(err.Error(), "1 line(s) failed") {
+		t.Fatalf("a batch with a bad line: %v\n%s", err, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(readFile(t, out)), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("want 4 result lines, got %d:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	all := strings.Join(lines, "\n")
-	for _, s := range []string{`"custom_id":"line-2"`, `prompts.jsonl:2`, `"custom_id":"a","text":`, `"custom_id":"b"`, `"completion_tokens":5`, `"custom_id":"c"`} {
+	for _, s := range []string{`"custom_id":"prompts.jsonl:line-2"`, `prompts.jsonl:2`, `"custom_id":"a","text":`, `"custom_id":"b"`, `"completion_tokens":5`, `"custom_id":"c"`} {
 		if !strings.Contains(all, s) {
 			t.Errorf("results lack %s:\n%s", s, all)
 		}
 	}
-	if _, stderr, err = cli(t, "", args...); err != nil {
+	if _, stderr, err = cli(t, "", args...); err == nil || !strings.Contains(err.Error(), "0 in this run, 1 in an earlier one") {
 		t.Fatalf("resume: %v\n%s", err, stderr)
 	}
 	if again := strings.Split(strings.TrimSpace(readFile(t, out)), "\n"); len(again) != 4 {
