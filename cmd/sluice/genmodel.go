@@ -79,13 +79,17 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 		o.TokenizerPath = *tok
 	}
 
+	weights, err := o.Weights()
+	if err != nil {
+		return err
+	}
 	log := zerolog.Ctx(ctx)
 	vocab := "generated"
 	if o.TokenizerPath != "" {
 		vocab = o.TokenizerPath
 	}
 	log.Info().Str("arch", *archName).Str("preset", p.Name).Stringer("dtype", dt).Uint64("seed", *seed).Str("vocab", vocab).
-		Int64("weights", p.Params()).Msg("gen-model")
+		Int64("weights", weights).Msg("gen-model")
 	var bar *progressbar.ProgressBar
 	if e.stderrTTY {
 		o.Progress = func(done, total int64) {
@@ -110,7 +114,7 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	}
 	elapsed := time.Since(start)
 	fmt.Fprintf(e.stdout, "wrote %s: preset %s, %s, %d weights, %d bytes, %s vocabulary, seed %d, arch %s, %.2fs\n",
-		*out, p.Name, dt, p.Params(), st.Size(), vocab, *seed, *archName, elapsed.Seconds())
+		*out, p.Name, dt, weights, st.Size(), vocab, *seed, *archName, elapsed.Seconds())
 	log.Info().Str("file", *out).Int64("bytes", st.Size()).Dur("elapsed", elapsed).Msg("gen-model done")
 	return nil
 }
