@@ -52,11 +52,12 @@ type archCase struct {
 // quantized with a float32 block scale in sluice and an f16 one in llama.cpp
 // (kernels/actq8.go), and the generic kernels do not quantize them at all;
 // each seed below is one whose 64 Q8_0 ids match llama.cpp's exactly on the
-// quantizing (non-generic) kernels: 3 or 4 seeds in 20 per architecture.
+// quantizing (non-generic) kernels: 2 to 4 seeds in 20 per architecture.
 var cases = []archCase{
 	{arch: "llama3", seed: 13},
 	{arch: "qwen2", seed: 14},
 	{arch: "qwen3", headDim: 32, seed: 17}, // 4 heads of 32 over a width of 64
+	{arch: "phi3", seed: 28},
 }
 
 var dtypes = []tensor.DType{tensor.F32, tensor.Q8_0}
@@ -195,12 +196,18 @@ func forced(t *testing.T, l *model.Loaded, ids []int32) [][]float32 {
 
 // nearTie is how far below sluice's best logit llama.cpp's choice may be
 // when the two engines' arithmetic differs: 1e-3·(1+|best|) at F32 (no
-// disagreement has been seen there), 2.5e-2·(1+|best|) for Q8_0, whose
-// activation quantization differs (the largest gap measured over 9
-// seeds and the three architectures was 0.063 under a best logit of 5.95).
+// disagreement has been seen there); for Q8_0, whose activations llama.cpp
+// quantizes with f16 scales, 2.5e-2·(1+|best|) on the kernels that quantize
+// them with float32 ones (the largest gap measured over 9 seeds and three
+// architectures was 0.063 under a best logit of 5.95, 1.1e-2·(1+|best|)),
+// 5e-2·(1+|best|) on the generic kernels, which do not quantize them (phi3
+// at its seed: 0.15 under 4.08, 3e-2·(1+|best|)).
 func nearTie(dt tensor.DType, best float32) float64 {
-	if dt == tensor.F32 {
+	switch {
+	case dt == tensor.F32:
 		return 1e-3 * (1 + math.Abs(float64(best)))
+	case kernels.Impl() == "generic":
+		return 5e-2 * (1 + math.Abs(float64(best)))
 	}
 	return 2.5e-2 * (1 + math.Abs(float64(best)))
 }
@@ -365,10 +372,20 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 				}
 				// Fed llama.cpp's text, sluice picks llama.cpp's token at
 				// every step, or one whose logit beats it by a near-tie.
+				worstTie := 0.0
 				for i, lg := range forced(t, l, w) {
-					if a := argmax(lg); a != w[i] && float64(lg[a]-lg[w[i]]) > nearTie(dt, lg[a]) {
+					a := argmax(lg)
+					if a == w[i] {
+						continue
+					}
+					gap := float64(lg[a] - lg[w[i]])
+					worstTie = max(worstTie, gap/(1+math.Abs(float64(lg[a]))))
+					if gap > nearTie(dt, lg[a]) {
 						t.Errorf("step %d: sluice prefers %d (%v) to llama.cpp's %d (%v), beyond a near-tie", i, a, lg[a], w[i], lg[w[i]])
 					}
+				}
+				if worstTie > 0 {
+					t.Logf("fed llama.cpp's text, sluice differs at near-ties of up to %.2g·(1+|best|)", worstTie)
 				}
 			})
 		}

@@ -103,6 +103,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"missing tensor(s) blk.0.attn_q_norm.weight"}},
 		{"llama3 without attn_v", "llama3", nil, "blk.0.attn_v.weight",
 			[]string{"missing tensor(s) blk.0.attn_v.weight"}},
+		{"phi3 without attn_qkv", "phi3", nil, "blk.1.attn_qkv.weight",
+			[]string{"missing tensor(s) blk.1.attn_q.weight, blk.1.attn_k.weight, blk.1.attn_v.weight"}},
 		{"unsupported rope scaling", "qwen2", map[string]any{"qwen2.rope.scaling.type": "yarn"}, "",
 			[]string{`rope.scaling.type "yarn"`, "llama3"}},
 	} {
@@ -127,7 +129,8 @@ func TestBadInput(t *testing.T) {
 
 // Each feature of an architecture changes its greedy ids within the 64
 // tokens, so ids that match llama.cpp's check it: pairing RoPE the other way,
-// and dropping llama3's frequency factors, qwen2's biases or qwen3's Q/K norms.
+// and dropping llama3's frequency factors, qwen2's biases or qwen3's Q/K norms
+// (phi3's fused matrices are split at load; a wrong split fails the ids).
 func TestFeaturesDecide(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range cases {

@@ -26,8 +26,13 @@ func (b *Block) Weights() []offload.Ref { return b.refs }
 
 func (b *Block) weights() []offload.Ref {
 	l := b.l
-	refs := []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down}
-	for _, r := range []*offload.Ref{l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm} {
+	var refs []offload.Ref
+	for _, r := range []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down} {
+		if r.Valid() { // Q, K, V and Gate are absent from fused layers
+			refs = append(refs, r)
+		}
+	}
+	for _, r := range []*offload.Ref{l.Attn.QKV, l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm} {
 		if r != nil {
 			refs = append(refs, *r)
 		}
@@ -47,8 +52,10 @@ const (
 	sHB2
 	sScores
 	sNorm
-	sLoRAU // adapter: A·x
-	sLoRAT // adapter: B·(A·x)
+	sLoRAU  // adapter: A·x
+	sLoRAT  // adapter: B·(A·x)
+	sQKV    // fused Q|K|V product
+	sGateUp // fused gate|up product
 )
 
 // pinned gathers the weights of one Forward so they are released together.
@@ -126,17 +133,21 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		return err
 	}
 	pins.add(p1)
-	wq, err := pins.matrix(ctx, w, l.Attn.Q)
-	if err != nil {
-		return err
-	}
-	wk, err := pins.matrix(ctx, w, l.Attn.K)
-	if err != nil {
-		return err
-	}
-	wv, err := pins.matrix(ctx, w, l.Attn.V)
-	if err != nil {
-		return err
+	var wq, wk, wv, wqkv kernels.Weight
+	if l.Attn.QKV != nil {
+		if wqkv, err = pins.matrix(ctx, w, *l.Attn.QKV); err != nil {
+			return err
+		}
+	} else {
+		if wq, err = pins.matrix(ctx, w, l.Attn.Q); err != nil {
+			return err
+		}
+		if wk, err = pins.matrix(ctx, w, l.Attn.K); err != nil {
+			return err
+		}
+		if wv, err = pins.matrix(ctx, w, l.Attn.V); err != nil {
+			return err
+		}
 	}
 	wo, err := pins.matrix(ctx, w, l.Attn.O)
 	if err != nil {
@@ -158,9 +169,22 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	xb := st.Scratch(sXB, n*dim)
 	kernels.RMSNormRows(m.pool, xb, x, n, attnNorm, a.Eps)
 	q, k, v := st.Scratch(sQ, n*qd), st.Scratch(sK, n*kvd), st.Scratch(sV, n*kvd)
-	kernels.MatMul(m.pool, q, wq, xb, n)
-	kernels.MatMul(m.pool, k, wk, xb, n)
-	kernels.MatMul(m.pool, v, wv, xb, n)
+	if l.Attn.QKV != nil {
+		// One product into rows of Q|K|V, split into the three buffers.
+		w3 := qd + 2*kvd
+		qkv := st.Scratch(sQKV, n*w3)
+		kernels.MatMul(m.pool, qkv, wqkv, xb, n)
+		for r := range n {
+			row := qkv[r*w3 : (r+1)*w3]
+			copy(q[r*qd:(r+1)*qd], row[:qd])
+			copy(k[r*kvd:(r+1)*kvd], row[qd:qd+kvd])
+			copy(v[r*kvd:(r+1)*kvd], row[qd+kvd:])
+		}
+	} else {
+		kernels.MatMul(m.pool, q, wq, xb, n)
+		kernels.MatMul(m.pool, k, wk, xb, n)
+		kernels.MatMul(m.pool, v, wv, xb, n)
+	}
 	if ad != nil {
 		applyAll(ad.q, m.pool, st, q, xb, n)
 		applyAll(ad.k, m.pool, st, k, xb, n)
@@ -209,9 +233,11 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	pins.add(p2)
 	kernels.RMSNormRows(m.pool, xb, x, n, ffnNorm, a.Eps)
-	wg, err := pins.matrix(ctx, w, l.Gate)
-	if err != nil {
-		return err
+	var wg kernels.Weight
+	if !m.fusedGateUp {
+		if wg, err = pins.matrix(ctx, w, l.Gate); err != nil {
+			return err
+		}
 	}
 	wu, err := pins.matrix(ctx, w, l.Up)
 	if err != nil {
@@ -222,8 +248,19 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		return err
 	}
 	hb, hb2 := st.Scratch(sHB, n*a.Hidden), st.Scratch(sHB2, n*a.Hidden)
-	kernels.MatMul(m.pool, hb, wg, xb, n)
-	kernels.MatMul(m.pool, hb2, wu, xb, n)
+	if m.fusedGateUp {
+		// One product into rows of gate|up, split into the two buffers.
+		h := a.Hidden
+		gu := st.Scratch(sGateUp, n*2*h)
+		kernels.MatMul(m.pool, gu, wu, xb, n)
+		for r := range n {
+			copy(hb[r*h:(r+1)*h], gu[r*2*h:r*2*h+h])
+			copy(hb2[r*h:(r+1)*h], gu[r*2*h+h:(r+1)*2*h])
+		}
+	} else {
+		kernels.MatMul(m.pool, hb, wg, xb, n)
+		kernels.MatMul(m.pool, hb2, wu, xb, n)
+	}
 	if ad != nil {
 		applyAll(ad.gate, m.pool, st, hb, xb, n)
 		applyAll(ad.up, m.pool, st, hb2, xb, n)

@@ -24,11 +24,14 @@ import (
 func init() { model.Default.MustRegister("llama", New) }
 
 // Attention holds one block's attention weights, (rows=out, cols=in).
+// Q, K and V are required unless the layer has the fused QKV instead (New
+// checks; phi3 files have it).
 type Attention struct {
-	Q offload.Ref `gguf:"attn_q.weight"`      // (heads*headDim, dim)
-	K offload.Ref `gguf:"attn_k.weight"`      // (kvHeads*headDim, dim)
-	V offload.Ref `gguf:"attn_v.weight"`      // (kvHeads*headDim, dim)
-	O offload.Ref `gguf:"attn_output.weight"` // (dim, heads*headDim)
+	Q   offload.Ref  `gguf:"attn_q.weight,opt"`  // (heads*headDim, dim)
+	K   offload.Ref  `gguf:"attn_k.weight,opt"`  // (kvHeads*headDim, dim)
+	V   offload.Ref  `gguf:"attn_v.weight,opt"`  // (kvHeads*headDim, dim)
+	QKV *offload.Ref `gguf:"attn_qkv.weight"`    // (heads*headDim + 2*kvHeads*headDim, dim): Q, K, V rows in turn
+	O   offload.Ref  `gguf:"attn_output.weight"` // (dim, heads*headDim)
 	// Optional biases, added after each projection (llama.cpp reads them
 	// for llama when present; qwen2 requires Q, K and V's).
 	QBias *offload.Ref `gguf:"attn_q.bias"`      // (heads*headDim)
@@ -44,10 +47,10 @@ type Attention struct {
 type Layer struct {
 	AttnNorm offload.Ref `gguf:"attn_norm.weight"` // (dim)
 	Attn     Attention
-	FFNNorm  offload.Ref `gguf:"ffn_norm.weight"` // (dim)
-	Gate     offload.Ref `gguf:"ffn_gate.weight"` // w1 (hidden, dim)
-	Up       offload.Ref `gguf:"ffn_up.weight"`   // w3 (hidden, dim)
-	Down     offload.Ref `gguf:"ffn_down.weight"` // w2 (dim, hidden)
+	FFNNorm  offload.Ref `gguf:"ffn_norm.weight"`     // (dim)
+	Gate     offload.Ref `gguf:"ffn_gate.weight,opt"` // w1 (hidden, dim); absent when Up is fused
+	Up       offload.Ref `gguf:"ffn_up.weight"`       // w3 (hidden, dim), or gate and up rows fused (2*hidden, dim)
+	Down     offload.Ref `gguf:"ffn_down.weight"`     // w2 (dim, hidden)
 }
 
 // Weights is the whole model's tensor map.
@@ -74,6 +77,7 @@ type Model struct {
 	pool   *kernels.Pool
 	// ropeFactors divide the rotary frequencies (nil: plain RoPE).
 	ropeFactors []float32
+	fusedGateUp bool // ffn_up holds gate and up rows (Variant.FusedGateUp)
 
 	adMu     sync.RWMutex
 	adapters map[string]*adapterSet // unmerged LoRA sets by name

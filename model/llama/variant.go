@@ -20,6 +20,12 @@ type Variant struct {
 	// Require lists tensors under blk.N. that every layer must have, among
 	// Attention's optional ones ("attn_q.bias", "attn_q_norm.weight", …).
 	Require []string
+	// FusedGateUp: ffn_up holds the gate's rows then the up rows (2·hidden
+	// of them) and there is no ffn_gate (phi3).
+	FusedGateUp bool
+	// Unsupported names tensors whose presence sluice cannot honour for
+	// this architecture (phi3's long-context rope factors).
+	Unsupported []string
 }
 
 // Llama is the llama architecture itself: adjacent-pair RoPE (GGUF stores
@@ -95,15 +101,34 @@ func (v Variant) New(src *model.Source, store offload.Store, o model.Options) (m
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{arch: a, pool: o.Pool}
+	m := &Model{arch: a, pool: o.Pool, fusedGateUp: v.FusedGateUp}
 	if err := model.Bind(&m.w, store, a.Layers, src.Path); err != nil {
 		return nil, err
 	}
+	for _, name := range v.Unsupported {
+		if _, ok := store.Lookup(name); ok {
+			return nil, fmt.Errorf("%s: %s: tensor %s is not supported", v.Name, src.Path, name)
+		}
+	}
 	var missing []string
 	for i, l := range m.w.Layers {
+		blk := fmt.Sprintf("blk.%d.", i)
+		if l.Attn.QKV == nil {
+			for _, r := range []struct {
+				ref  offload.Ref
+				name string
+			}{{l.Attn.Q, "attn_q.weight"}, {l.Attn.K, "attn_k.weight"}, {l.Attn.V, "attn_v.weight"}} {
+				if !r.ref.Valid() {
+					missing = append(missing, blk+r.name)
+				}
+			}
+		}
+		if !v.FusedGateUp && !l.Gate.Valid() {
+			missing = append(missing, blk+"ffn_gate.weight")
+		}
 		for _, name := range v.Require {
 			if l.Attn.optional(name) == nil {
-				missing = append(missing, fmt.Sprintf("blk.%d.%s", i, name))
+				missing = append(missing, blk+name)
 			}
 		}
 	}
@@ -122,6 +147,10 @@ func (v Variant) New(src *model.Source, store offload.Store, o model.Options) (m
 		}
 	}
 	opt(m.w.RopeFreqs, a.RopeDim/2)
+	up := a.Hidden
+	if v.FusedGateUp {
+		up = 2 * a.Hidden
+	}
 	for _, l := range m.w.Layers {
 		checks = append(checks,
 			shapeCheck{l.AttnNorm, []int{a.Dim}},
@@ -131,9 +160,10 @@ func (v Variant) New(src *model.Source, store offload.Store, o model.Options) (m
 			shapeCheck{l.Attn.O, []int{a.Dim, qd}},
 			shapeCheck{l.FFNNorm, []int{a.Dim}},
 			shapeCheck{l.Gate, []int{a.Hidden, a.Dim}},
-			shapeCheck{l.Up, []int{a.Hidden, a.Dim}},
+			shapeCheck{l.Up, []int{up, a.Dim}},
 			shapeCheck{l.Down, []int{a.Dim, a.Hidden}},
 		)
+		opt(l.Attn.QKV, qd+2*kvd, a.Dim)
 		opt(l.Attn.QBias, qd)
 		opt(l.Attn.KBias, kvd)
 		opt(l.Attn.VBias, kvd)

@@ -5,7 +5,8 @@
 //
 // It runs the architectures built from llama's block: llama (with Llama 3's
 // rotary frequency factors), qwen2 (Q/K/V biases, half-split RoPE) and qwen3
-// (per-head Q/K RMSNorm). Whatever optional tensor a file holds (biases,
+// (per-head Q/K RMSNorm) and phi3 (fused attn_qkv and gate|up, split here
+// into Q, K, V, Gate and Up). Whatever optional tensor a file holds (biases,
 // Q/K norms, rope_freqs) is applied, as llama.cpp applies it.
 package ref
 
@@ -18,6 +19,7 @@ import (
 	kref "github.com/sluicehq/sluice/kernels/ref"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/llama"
+	"github.com/sluicehq/sluice/model/phi3"
 	"github.com/sluicehq/sluice/model/qwen2"
 	"github.com/sluicehq/sluice/model/qwen3"
 	"github.com/sluicehq/sluice/offload"
@@ -45,6 +47,7 @@ var readArch = map[string]func(*model.Source) (model.Arch, error){
 	"llama": llama.ReadArch,
 	"qwen2": qwen2.ReadArch,
 	"qwen3": qwen3.ReadArch,
+	"phi3":  phi3.ReadArch,
 }
 
 // Transformer is run.c's Transformer: config, weights and run state.
@@ -106,26 +109,47 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 	} else if w.Output, err = load("output.weight"); err != nil {
 		return nil, err
 	}
+	// entry is a per-layer tensor and the slice it is appended to.
+	type entry struct {
+		dst  *[][]float32
+		name string
+	}
 	for l := range a.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
-		for _, e := range []struct {
-			dst  *[][]float32
-			name string
-		}{
-			{&w.AttnNorm, "attn_norm.weight"}, {&w.Q, "attn_q.weight"}, {&w.K, "attn_k.weight"},
-			{&w.V, "attn_v.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
-			{&w.Gate, "ffn_gate.weight"}, {&w.Up, "ffn_up.weight"}, {&w.Down, "ffn_down.weight"},
-		} {
+		names := []entry{
+			{&w.AttnNorm, "attn_norm.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
+			{&w.Down, "ffn_down.weight"},
+		}
+		qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+		if _, fused := store.Lookup(p + "attn_qkv.weight"); fused {
+			qkv, err := load(p + "attn_qkv.weight") // rows: Q, then K, then V
+			if err != nil {
+				return nil, err
+			}
+			w.Q = append(w.Q, qkv[:qd*a.Dim])
+			w.K = append(w.K, qkv[qd*a.Dim:(qd+kvd)*a.Dim])
+			w.V = append(w.V, qkv[(qd+kvd)*a.Dim:])
+		} else {
+			names = append(names, entry{&w.Q, "attn_q.weight"}, entry{&w.K, "attn_k.weight"}, entry{&w.V, "attn_v.weight"})
+		}
+		if _, gated := store.Lookup(p + "ffn_gate.weight"); gated {
+			names = append(names, entry{&w.Gate, "ffn_gate.weight"}, entry{&w.Up, "ffn_up.weight"})
+		} else {
+			gu, err := load(p + "ffn_up.weight") // rows: gate, then up
+			if err != nil {
+				return nil, err
+			}
+			w.Gate = append(w.Gate, gu[:a.Hidden*a.Dim])
+			w.Up = append(w.Up, gu[a.Hidden*a.Dim:])
+		}
+		for _, e := range names {
 			v, err := load(p + e.name)
 			if err != nil {
 				return nil, err
 			}
 			*e.dst = append(*e.dst, v)
 		}
-		for _, e := range []struct {
-			dst  *[][]float32
-			name string
-		}{
+		for _, e := range []entry{
 			{&w.QBias, "attn_q.bias"}, {&w.KBias, "attn_k.bias"}, {&w.VBias, "attn_v.bias"},
 			{&w.OBias, "attn_output.bias"}, {&w.QNorm, "attn_q_norm.weight"}, {&w.KNorm, "attn_k_norm.weight"},
 		} {

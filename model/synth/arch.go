@@ -25,6 +25,13 @@ type Arch struct {
 	QKVBias bool
 	// QKNorm writes attn_q_norm.weight and attn_k_norm.weight (qwen3).
 	QKNorm bool
+	// Fused writes attn_qkv (Q, K and V rows in one matrix) and an ffn_up
+	// of gate rows then up rows, without ffn_gate (phi3).
+	Fused bool
+	// Specials are control tokens that take the places of the last pieces
+	// of the generated vocabulary: llama.cpp looks phi3's "<|endoftext|>"
+	// up by its text.
+	Specials []string
 	// Std and EmbedStd are the defaults of Options.Std and EmbedStd.
 	Std, EmbedStd float32
 }
@@ -46,6 +53,7 @@ var archs = []Arch{
 	{Name: "llama3", GGUFArch: "llama", RopeBase: 500000, Eps: 1e-5, Tied: true, RopeFreqs: true, Std: 0.2, EmbedStd: 0.2},
 	{Name: "qwen2", GGUFArch: "qwen2", RopeBase: 1000000, Eps: 1e-6, QKVBias: true, Std: 0.2, EmbedStd: 0.2},
 	{Name: "qwen3", GGUFArch: "qwen3", RopeBase: 1000000, Eps: 1e-6, QKNorm: true, Std: 0.2, EmbedStd: 0.2},
+	{Name: "phi3", GGUFArch: "phi3", RopeBase: 10000, Eps: 1e-5, Fused: true, Specials: []string{"<|endoftext|>"}, Std: 0.2, EmbedStd: 0.2},
 }
 
 // Archs returns the architectures Write knows, in a fixed order. The slice

@@ -52,6 +52,9 @@ func TestArchFiles(t *testing.T) {
 				"blk.1.attn_v.bias":        a.QKVBias,
 				"blk.0.attn_k_norm.weight": a.QKNorm,
 				"blk.1.ffn_down.weight":    true,
+				"blk.0.attn_qkv.weight":    a.Fused,
+				"blk.0.attn_q.weight":      !a.Fused,
+				"blk.1.ffn_gate.weight":    !a.Fused,
 			} {
 				if has(name) != want {
 					t.Errorf("%s present: %v, want %v", name, has(name), want)
@@ -73,7 +76,7 @@ func TestArchFiles(t *testing.T) {
 			}
 		})
 	}
-	if _, err := synth.LookupArch("gemma9"); !errors.Is(err, synth.ErrInvalid) || !strings.Contains(err.Error(), "llama, llama3, qwen2, qwen3") {
+	if _, err := synth.LookupArch("gemma9"); !errors.Is(err, synth.ErrInvalid) || !strings.Contains(err.Error(), "llama, llama3, qwen2, qwen3, phi3") {
 		t.Errorf("LookupArch(gemma9) = %v, want ErrInvalid listing the names", err)
 	}
 }

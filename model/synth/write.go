@@ -80,9 +80,13 @@ func planTensors(p Preset, a Arch, hd int, dt tensor.DType, std, embedStd float3
 	for l := range p.Layers {
 		blk := func(s string) string { return fmt.Sprintf("blk.%d.%s.weight", l, s) }
 		norm(blk("attn_norm"))
-		matrix(blk("attn_q"), qd, p.Dim)
-		matrix(blk("attn_k"), kv, p.Dim)
-		matrix(blk("attn_v"), kv, p.Dim)
+		if a.Fused {
+			matrix(blk("attn_qkv"), qd+2*kv, p.Dim)
+		} else {
+			matrix(blk("attn_q"), qd, p.Dim)
+			matrix(blk("attn_k"), kv, p.Dim)
+			matrix(blk("attn_v"), kv, p.Dim)
+		}
 		if a.QKVBias {
 			vector(fmt.Sprintf("blk.%d.attn_q.bias", l), qd)
 			vector(fmt.Sprintf("blk.%d.attn_k.bias", l), kv)
@@ -94,8 +98,12 @@ func planTensors(p Preset, a Arch, hd int, dt tensor.DType, std, embedStd float3
 		}
 		matrix(blk("attn_output"), p.Dim, qd)
 		norm(blk("ffn_norm"))
-		matrix(blk("ffn_gate"), p.Hidden, p.Dim)
-		matrix(blk("ffn_up"), p.Hidden, p.Dim)
+		if a.Fused {
+			matrix(blk("ffn_up"), 2*p.Hidden, p.Dim)
+		} else {
+			matrix(blk("ffn_gate"), p.Hidden, p.Dim)
+			matrix(blk("ffn_up"), p.Hidden, p.Dim)
+		}
 		matrix(blk("ffn_down"), p.Dim, p.Hidden)
 	}
 	for i := range ts {
@@ -214,6 +222,10 @@ func prepare(o Options) (*model, error) {
 	if o.TokenizerPath == "" {
 		if v, err = GeneratedVocab(o.Preset.Vocab); err != nil {
 			return nil, fmt.Errorf("synth: preset %q: %w", o.Preset.Name, err)
+		}
+		for i, sp := range a.Specials {
+			j := v.Len() - len(a.Specials) + i
+			v.Tokens[j], v.Scores[j], v.Types[j] = sp, 0, typeControl
 		}
 	} else {
 		if v, err = tokenizer.LoadLlama2CVocab(o.TokenizerPath); err != nil {
