@@ -25,7 +25,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/model"
-	_ "github.com/sluicehq/sluice/model/llama" // the llama architecture
+	_ "github.com/sluicehq/sluice/model/archs" // every architecture
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sched"

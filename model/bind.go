@@ -14,6 +14,7 @@ var refType = reflect.TypeFor[offload.Ref]()
 // the store's index (ollama's populateFields, with Refs instead of tensors):
 //
 //	Q      offload.Ref  `gguf:"attn_q.weight"`                       required
+//	Q      offload.Ref  `gguf:"attn_q.weight,opt"`                   optional: the zero Ref when absent
 //	Bias   *offload.Ref `gguf:"attn_q.bias"`                         optional: nil when absent
 //	Output offload.Ref  `gguf:"output.weight,alt:token_embd.weight"` first name present wins
 //	Layers []Layer      `gguf:"blk"`                                 n elements, prefixed "blk.<i>."
@@ -43,17 +44,19 @@ func bindStruct(v reflect.Value, prefix string, store offload.Store, layers int,
 		tag, hasTag := f.Tag.Lookup("gguf")
 		names := strings.Split(tag, ",")
 		var alts []string
+		opt := false
 		for _, n := range names[1:] {
 			if a, ok := strings.CutPrefix(n, "alt:"); ok {
 				alts = append(alts, a)
 			}
+			opt = opt || n == "opt"
 		}
 		fv := v.Field(i)
 		switch {
 		case f.Type == refType:
 			if r, ok := lookup(store, prefix, names[0], alts); ok {
 				fv.Set(reflect.ValueOf(r))
-			} else {
+			} else if !opt {
 				*missing = append(*missing, prefix+names[0])
 			}
 		case f.Type.Kind() == reflect.Pointer && f.Type.Elem() == refType:

@@ -15,6 +15,7 @@ import (
 type bindLayer struct {
 	Norm offload.Ref  `gguf:"attn_norm.weight"`
 	Bias *offload.Ref `gguf:"attn_q.bias"`
+	Gate offload.Ref  `gguf:"ffn_gate.weight,opt"`
 }
 
 type bindModel struct {
@@ -51,6 +52,14 @@ func TestBind(t *testing.T) {
 	}
 	if m.Layers[0].Bias != nil || m.Layers[1].Bias == nil || m.Layers[1].Bias.Name != "blk.1.attn_q.bias" {
 		t.Errorf("optional fields: %+v %+v", m.Layers[0].Bias, m.Layers[1].Bias)
+	}
+	// An opt Ref that is absent stays the zero Ref and is not reported.
+	if m.Layers[0].Gate.Valid() {
+		t.Errorf("absent opt field bound to %+v", m.Layers[0].Gate)
+	}
+	var g bindModel
+	if err := Bind(&g, store(t, "token_embd.weight", "blk.0.attn_norm.weight", "blk.0.ffn_gate.weight"), 1, "f.gguf"); err != nil || g.Layers[0].Gate.Name != "blk.0.ffn_gate.weight" {
+		t.Errorf("opt field present: %+v, err %v", g.Layers[0].Gate, err)
 	}
 	// Every missing tensor is named, with the file.
 	err := Bind(&m, store(t, "blk.0.attn_norm.weight"), 2, "f.gguf")

@@ -34,10 +34,16 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 		names = append(names, p.Name)
 	}
 	presetName := fs.String("preset", "tiny", "model shape: "+strings.Join(names, ", "))
+	archNames := make([]string, 0, len(synth.Archs()))
+	for _, a := range synth.Archs() {
+		archNames = append(archNames, a.Name)
+	}
+	archName := fs.String("arch", "llama", "architecture: "+strings.Join(archNames, ", "))
+	headDim := fs.Int("head-dim", 0, "attention head size (attention.key_length); 0: width/heads")
 	dtypeName := fs.String("dtype", "f32", "matrix type: f32, f16, bf16, q8_0 or q4_0 (norms stay f32)")
 	seed := fs.Uint64("seed", 0, "random seed; the same seed, preset and dtype give the same file")
-	std := fs.Float64("std", synth.DefaultStd, "standard deviation of the weights")
-	embedStd := fs.Float64("embed-std", float64(synth.DefaultEmbedStd), "standard deviation of the token embedding")
+	std := fs.Float64("std", 0, fmt.Sprintf("standard deviation of the weights; 0: the architecture's (llama: %g, others: 0.2)", synth.DefaultStd))
+	embedStd := fs.Float64("embed-std", 0, fmt.Sprintf("standard deviation of the token embedding; 0: the architecture's (llama: %g, others: 0.2)", float64(synth.DefaultEmbedStd)))
 	tok := fs.String("tokenizer", "auto", "llama2.c tokenizer.bin for the vocabulary; auto: "+sharedLlama2Tokenizer+" when it exists and the preset has 32000 tokens; none: the generated vocabulary")
 	threads := fs.Int("threads", 0, "goroutines generating weights (0: all cores); the output does not depend on it")
 	out := fs.String("o", "", "output GGUF file (required)")
@@ -68,14 +74,17 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := synth.LookupArch(*archName); err != nil {
+		return fmt.Errorf("gen-model: --arch: %w", err)
+	}
 	dt, err := tensor.ParseDType(*dtypeName)
 	if err != nil {
 		return fmt.Errorf("gen-model: --dtype: %w", err)
 	}
-	if *std <= 0 || *embedStd <= 0 {
-		return fmt.Errorf("gen-model: --std %v, --embed-std %v: want both > 0: %w", *std, *embedStd, errUsage)
+	if *std < 0 || *embedStd < 0 {
+		return fmt.Errorf("gen-model: --std %v, --embed-std %v: want both ≥ 0 (0: the architecture's default): %w", *std, *embedStd, errUsage)
 	}
-	o := synth.Options{Preset: p, DType: dt, Seed: *seed, Std: float32(*std), EmbedStd: float32(*embedStd), Workers: *threads}
+	o := synth.Options{Preset: p, Arch: *archName, HeadDim: *headDim, DType: dt, Seed: *seed, Std: float32(*std), EmbedStd: float32(*embedStd), Workers: *threads}
 	switch *tok {
 	case "none":
 	case "auto":
@@ -88,13 +97,17 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 		o.TokenizerPath = *tok
 	}
 
+	weights, err := o.Weights()
+	if err != nil {
+		return err
+	}
 	log := zerolog.Ctx(ctx)
 	vocab := "generated"
 	if o.TokenizerPath != "" {
 		vocab = o.TokenizerPath
 	}
-	log.Info().Str("preset", p.Name).Stringer("dtype", dt).Uint64("seed", *seed).Str("vocab", vocab).
-		Int64("weights", p.Params()).Msg("gen-model")
+	log.Info().Str("arch", *archName).Str("preset", p.Name).Stringer("dtype", dt).Uint64("seed", *seed).Str("vocab", vocab).
+		Int64("weights", weights).Msg("gen-model")
 	var bar *progressbar.ProgressBar
 	if e.stderrTTY {
 		o.Progress = func(done, total int64) {
@@ -118,8 +131,8 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(e.stdout, "wrote %s: preset %s, %s, %d weights, %d bytes, %s vocabulary, seed %d, %.2fs\n",
-		*out, p.Name, dt, p.Params(), st.Size(), vocab, *seed, elapsed.Seconds())
+	fmt.Fprintf(e.stdout, "wrote %s: preset %s, %s, %d weights, %d bytes, %s vocabulary, seed %d, arch %s, %.2fs\n",
+		*out, p.Name, dt, weights, st.Size(), vocab, *seed, *archName, elapsed.Seconds())
 	log.Info().Str("file", *out).Int64("bytes", st.Size()).Dur("elapsed", elapsed).Msg("gen-model done")
 	return nil
 }

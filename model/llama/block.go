@@ -10,19 +10,34 @@ import (
 
 // Block is one transformer layer.
 type Block struct {
-	i int
-	m *Model
-	l *Layer
+	i    int
+	m    *Model
+	l    *Layer
+	refs []offload.Ref // Weights(), listed once
 }
 
 var _ model.Block = (*Block)(nil)
 
 func (b *Block) Index() int { return b.i }
 
-// Weights lists the block's tensors for the prefetcher.
-func (b *Block) Weights() []offload.Ref {
+// Weights lists the block's tensors for the prefetcher. The slice is the
+// block's own: callers must not modify it.
+func (b *Block) Weights() []offload.Ref { return b.refs }
+
+func (b *Block) weights() []offload.Ref {
 	l := b.l
-	return []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down}
+	var refs []offload.Ref
+	for _, r := range []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down} {
+		if r.Valid() { // Q, K, V and Gate are absent from fused layers
+			refs = append(refs, r)
+		}
+	}
+	for _, r := range []*offload.Ref{l.Attn.QKV, l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm} {
+		if r != nil {
+			refs = append(refs, *r)
+		}
+	}
+	return refs
 }
 
 // scratch slots in model.State used by a block
@@ -37,12 +52,15 @@ const (
 	sHB2
 	sScores
 	sNorm
-	sLoRAU // adapter: A·x
-	sLoRAT // adapter: B·(A·x)
+	sLoRAU  // adapter: A·x
+	sLoRAT  // adapter: B·(A·x)
+	sQKV    // fused Q|K|V product
+	sGateUp // fused gate|up product
 )
 
 // pinned gathers the weights of one Forward so they are released together.
-// A Forward pins 9 of them (2 norms, 7 matrices); a fixed array on the stack
+// A Forward pins 9 to 15 of them (2 norms, 7 matrices, up to 4 biases and 2
+// Q/K norms); a fixed array on the stack
 // keeps the decode loop free of allocations (an append-grown slice escaped).
 type pinned struct {
 	p [16]offload.Pinned
@@ -63,6 +81,30 @@ func (p *pinned) matrix(ctx context.Context, w offload.Store, r offload.Ref) (ke
 		p.add(pin)
 	}
 	return m, err
+}
+
+// vector pins an optional 1-D tensor; nil gives nil. buf holds a decoded
+// copy when the tensor is not F32.
+func (p *pinned) vector(ctx context.Context, w offload.Store, r *offload.Ref, buf *[]float32) ([]float32, error) {
+	if r == nil {
+		return nil, nil
+	}
+	v, pin, err := model.Vector(ctx, w, *r, buf)
+	if err == nil {
+		p.add(pin)
+	}
+	return v, err
+}
+
+// addBias adds bias to each of the n rows of x; a nil bias is no bias.
+func addBias(x, bias []float32, n int) {
+	if bias == nil {
+		return
+	}
+	d := len(bias)
+	for r := range n {
+		kernels.Add(x[r*d:(r+1)*d], bias)
+	}
 }
 
 func (p *pinned) release() {
@@ -91,38 +133,80 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		return err
 	}
 	pins.add(p1)
-	wq, err := pins.matrix(ctx, w, l.Attn.Q)
-	if err != nil {
-		return err
-	}
-	wk, err := pins.matrix(ctx, w, l.Attn.K)
-	if err != nil {
-		return err
-	}
-	wv, err := pins.matrix(ctx, w, l.Attn.V)
-	if err != nil {
-		return err
+	var wq, wk, wv, wqkv kernels.Weight
+	if l.Attn.QKV != nil {
+		if wqkv, err = pins.matrix(ctx, w, *l.Attn.QKV); err != nil {
+			return err
+		}
+	} else {
+		if wq, err = pins.matrix(ctx, w, l.Attn.Q); err != nil {
+			return err
+		}
+		if wk, err = pins.matrix(ctx, w, l.Attn.K); err != nil {
+			return err
+		}
+		if wv, err = pins.matrix(ctx, w, l.Attn.V); err != nil {
+			return err
+		}
 	}
 	wo, err := pins.matrix(ctx, w, l.Attn.O)
 	if err != nil {
 		return err
+	}
+	var qbBuf, kbBuf, vbBuf, obBuf, qnBuf, knBuf []float32 // used only by non-F32 vectors
+	var qb, kb, vb, ob, qn, kn []float32
+	for _, o := range []struct {
+		dst *[]float32
+		r   *offload.Ref
+		buf *[]float32
+	}{{&qb, l.Attn.QBias, &qbBuf}, {&kb, l.Attn.KBias, &kbBuf}, {&vb, l.Attn.VBias, &vbBuf}, {&ob, l.Attn.OBias, &obBuf}, {&qn, l.Attn.QNorm, &qnBuf}, {&kn, l.Attn.KNorm, &knBuf}} {
+		if *o.dst, err = pins.vector(ctx, w, o.r, o.buf); err != nil {
+			return err
+		}
 	}
 
 	x := st.Hidden[:n*dim]
 	xb := st.Scratch(sXB, n*dim)
 	kernels.RMSNormRows(m.pool, xb, x, n, attnNorm, a.Eps)
 	q, k, v := st.Scratch(sQ, n*qd), st.Scratch(sK, n*kvd), st.Scratch(sV, n*kvd)
-	kernels.MatMul(m.pool, q, wq, xb, n)
-	kernels.MatMul(m.pool, k, wk, xb, n)
-	kernels.MatMul(m.pool, v, wv, xb, n)
+	if l.Attn.QKV != nil {
+		// One product into rows of Q|K|V, split into the three buffers.
+		w3 := qd + 2*kvd
+		qkv := st.Scratch(sQKV, n*w3)
+		kernels.MatMul(m.pool, qkv, wqkv, xb, n)
+		for r := range n {
+			row := qkv[r*w3 : (r+1)*w3]
+			copy(q[r*qd:(r+1)*qd], row[:qd])
+			copy(k[r*kvd:(r+1)*kvd], row[qd:qd+kvd])
+			copy(v[r*kvd:(r+1)*kvd], row[qd+kvd:])
+		}
+	} else {
+		kernels.MatMul(m.pool, q, wq, xb, n)
+		kernels.MatMul(m.pool, k, wk, xb, n)
+		kernels.MatMul(m.pool, v, wv, xb, n)
+	}
 	if ad != nil {
 		applyAll(ad.q, m.pool, st, q, xb, n)
 		applyAll(ad.k, m.pool, st, k, xb, n)
 		applyAll(ad.v, m.pool, st, v, xb, n)
 	}
+	addBias(q, qb, n)
+	addBias(k, kb, n)
+	addBias(v, vb, n)
+	if qn != nil { // per-head RMSNorm: every head of every row is a row of HeadDim
+		kernels.RMSNormRows(m.pool, q, q, n*a.Heads, qn, a.Eps)
+	}
+	if kn != nil {
+		kernels.RMSNormRows(m.pool, k, k, n*a.KVHeads, kn, a.Eps)
+	}
 	pos := st.Batch.Positions[:n]
-	kernels.RoPERows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
-	kernels.RoPERows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+	if f := m.ropeFactors; f != nil {
+		kernels.RoPEScaledRows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, f, a.RopeStyle)
+		kernels.RoPEScaledRows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, f, a.RopeStyle)
+	} else {
+		kernels.RoPERows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+		kernels.RoPERows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
+	}
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
 
@@ -139,6 +223,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	if ad != nil {
 		applyAll(ad.o, m.pool, st, xb2, att, n)
 	}
+	addBias(xb2, ob, n)
 	kernels.AddRows(m.pool, x, xb2[:n*dim], n)
 
 	// MLP: x += down(silu(gate(xn)) * up(xn)).
@@ -148,9 +233,11 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	pins.add(p2)
 	kernels.RMSNormRows(m.pool, xb, x, n, ffnNorm, a.Eps)
-	wg, err := pins.matrix(ctx, w, l.Gate)
-	if err != nil {
-		return err
+	var wg kernels.Weight
+	if !m.fusedGateUp {
+		if wg, err = pins.matrix(ctx, w, l.Gate); err != nil {
+			return err
+		}
 	}
 	wu, err := pins.matrix(ctx, w, l.Up)
 	if err != nil {
@@ -161,8 +248,19 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		return err
 	}
 	hb, hb2 := st.Scratch(sHB, n*a.Hidden), st.Scratch(sHB2, n*a.Hidden)
-	kernels.MatMul(m.pool, hb, wg, xb, n)
-	kernels.MatMul(m.pool, hb2, wu, xb, n)
+	if m.fusedGateUp {
+		// One product into rows of gate|up, split into the two buffers.
+		h := a.Hidden
+		gu := st.Scratch(sGateUp, n*2*h)
+		kernels.MatMul(m.pool, gu, wu, xb, n)
+		for r := range n {
+			copy(hb[r*h:(r+1)*h], gu[r*2*h:r*2*h+h])
+			copy(hb2[r*h:(r+1)*h], gu[r*2*h+h:(r+1)*2*h])
+		}
+	} else {
+		kernels.MatMul(m.pool, hb, wg, xb, n)
+		kernels.MatMul(m.pool, hb2, wu, xb, n)
+	}
 	if ad != nil {
 		applyAll(ad.gate, m.pool, st, hb, xb, n)
 		applyAll(ad.up, m.pool, st, hb2, xb, n)

@@ -1,7 +1,11 @@
-// Package llama is the Llama family (Llama 2/3, TinyLlama, SmolLM, llama2.c
-// checkpoints): pre-norm blocks of grouped-query attention with RoPE and a
-// SwiGLU MLP. The weights are tagged structs bound by model.Bind; Forward reads
-// like the paper: norm → attention → residual → norm → MLP → residual.
+// Package llama is the Llama family (Llama 2/3, TinyLlama, SmolLM, Mistral,
+// llama2.c checkpoints): pre-norm blocks of grouped-query attention with RoPE
+// and a SwiGLU MLP. The weights are tagged structs bound by model.Bind; Forward
+// reads like the paper: norm → attention → residual → norm → MLP → residual.
+//
+// Architectures that are this block with a different RoPE pairing or with
+// some of its optional tensors made required (qwen2's Q/K/V biases, qwen3's
+// per-head Q/K norms) reuse it through a Variant.
 package llama
 
 import (
@@ -21,21 +25,33 @@ import (
 func init() { model.Default.MustRegister("llama", New) }
 
 // Attention holds one block's attention weights, (rows=out, cols=in).
+// Q, K and V are required unless the layer has the fused QKV instead (New
+// checks; phi3 files have it).
 type Attention struct {
-	Q offload.Ref `gguf:"attn_q.weight"`      // (heads*headDim, dim)
-	K offload.Ref `gguf:"attn_k.weight"`      // (kvHeads*headDim, dim)
-	V offload.Ref `gguf:"attn_v.weight"`      // (kvHeads*headDim, dim)
-	O offload.Ref `gguf:"attn_output.weight"` // (dim, heads*headDim)
+	Q   offload.Ref  `gguf:"attn_q.weight,opt"`  // (heads*headDim, dim)
+	K   offload.Ref  `gguf:"attn_k.weight,opt"`  // (kvHeads*headDim, dim)
+	V   offload.Ref  `gguf:"attn_v.weight,opt"`  // (kvHeads*headDim, dim)
+	QKV *offload.Ref `gguf:"attn_qkv.weight"`    // (heads*headDim + 2*kvHeads*headDim, dim): Q, K, V rows in turn
+	O   offload.Ref  `gguf:"attn_output.weight"` // (dim, heads*headDim)
+	// Optional biases, added after each projection (llama.cpp reads them
+	// for llama when present; qwen2 requires Q, K and V's).
+	QBias *offload.Ref `gguf:"attn_q.bias"`      // (heads*headDim)
+	KBias *offload.Ref `gguf:"attn_k.bias"`      // (kvHeads*headDim)
+	VBias *offload.Ref `gguf:"attn_v.bias"`      // (kvHeads*headDim)
+	OBias *offload.Ref `gguf:"attn_output.bias"` // (dim)
+	// Optional per-head RMSNorm of queries and keys before RoPE (qwen3).
+	QNorm *offload.Ref `gguf:"attn_q_norm.weight"` // (headDim)
+	KNorm *offload.Ref `gguf:"attn_k_norm.weight"` // (headDim)
 }
 
 // Layer is one block's weights.
 type Layer struct {
 	AttnNorm offload.Ref `gguf:"attn_norm.weight"` // (dim)
 	Attn     Attention
-	FFNNorm  offload.Ref `gguf:"ffn_norm.weight"` // (dim)
-	Gate     offload.Ref `gguf:"ffn_gate.weight"` // w1 (hidden, dim)
-	Up       offload.Ref `gguf:"ffn_up.weight"`   // w3 (hidden, dim)
-	Down     offload.Ref `gguf:"ffn_down.weight"` // w2 (dim, hidden)
+	FFNNorm  offload.Ref `gguf:"ffn_norm.weight"`     // (dim)
+	Gate     offload.Ref `gguf:"ffn_gate.weight,opt"` // w1 (hidden, dim); absent when Up is fused
+	Up       offload.Ref `gguf:"ffn_up.weight"`       // w3 (hidden, dim), or gate and up rows fused (2*hidden, dim)
+	Down     offload.Ref `gguf:"ffn_down.weight"`     // w2 (dim, hidden)
 }
 
 // Weights is the whole model's tensor map.
@@ -44,6 +60,9 @@ type Weights struct {
 	Layers     []Layer     `gguf:"blk"`
 	OutputNorm offload.Ref `gguf:"output_norm.weight"`                  // (dim)
 	Output     offload.Ref `gguf:"output.weight,alt:token_embd.weight"` // (vocab, dim); tied when absent
+	// RopeFreqs divides each rotary pair's frequency (Llama 3.1's scaling,
+	// written by the converter); nil: rope.scaling.* keys, or none.
+	RopeFreqs *offload.Ref `gguf:"rope_freqs.weight"` // (ropeDim/2)
 }
 
 type shapeCheck struct {
@@ -57,6 +76,9 @@ type Model struct {
 	w      Weights
 	blocks []model.Block
 	pool   *kernels.Pool
+	// ropeFactors divide the rotary frequencies (nil: plain RoPE).
+	ropeFactors []float32
+	fusedGateUp bool // ffn_up holds gate and up rows (Variant.FusedGateUp)
 
 	rows atomic.Pointer[rowsOf] // see rowReader
 
@@ -66,87 +88,12 @@ type Model struct {
 
 var _ model.Model = (*Model)(nil)
 
-// ReadArch reads the hyperparameters of a llama-family file.
-func ReadArch(src *model.Source) (model.Arch, error) {
-	c := src.Config
-	a := model.Arch{
-		Name:            c.Architecture(),
-		Dim:             int(c.Uint("embedding_length")),
-		Hidden:          int(c.Uint("feed_forward_length")),
-		Layers:          int(c.Uint("block_count")),
-		Heads:           int(c.Uint("attention.head_count")),
-		Context:         int(c.Uint("context_length", 2048)),
-		RopeBase:        float32(c.Float("rope.freq_base", 10000)),
-		Eps:             float32(c.Float("attention.layer_norm_rms_epsilon", 1e-5)),
-		SlidingWindow:   int(c.Uint("attention.sliding_window", 0)),
-		RopeStyle:       kernels.RopeAdjacent, // GGUF llama stores Q/K permuted for adjacent pairs
-		BytesPerKVValue: 4,
-	}
-	a.KVHeads = int(c.Uint("attention.head_count_kv", uint64(a.Heads)))
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"embedding_length", a.Dim}, {"feed_forward_length", a.Hidden}, {"block_count", a.Layers}, {"attention.head_count", a.Heads}, {"attention.head_count_kv", a.KVHeads}} {
-		if f.v <= 0 || f.v > 1<<20 {
-			return a, fmt.Errorf("llama: %s: %s.%s is %d, want a positive count", src.Path, a.Name, f.name, f.v)
-		}
-	}
-	if a.Dim%a.Heads != 0 || a.Heads%a.KVHeads != 0 {
-		return a, fmt.Errorf("llama: %s: %d heads do not divide dim %d or are not a multiple of %d KV heads", src.Path, a.Heads, a.Dim, a.KVHeads)
-	}
-	a.HeadDim = int(c.Uint("attention.key_length", uint64(a.Dim/a.Heads)))
-	a.RopeDim = int(c.Uint("rope.dimension_count", uint64(a.HeadDim)))
-	if a.RopeDim > a.HeadDim || a.RopeDim%2 != 0 {
-		return a, fmt.Errorf("llama: %s: rope.dimension_count %d must be even and at most the head size %d", src.Path, a.RopeDim, a.HeadDim)
-	}
-	if t, ok := src.Tensor("token_embd.weight"); ok && len(t.Shape) == 2 {
-		a.Vocab = t.Shape[0]
-	} else {
-		return a, fmt.Errorf("llama: %s: no 2-D token_embd.weight tensor", src.Path)
-	}
-	_, hasOut := src.Tensor("output.weight")
-	a.TiedOutput = !hasOut
-	return a, nil
-}
+// ReadArch reads the hyperparameters of a llama file.
+func ReadArch(src *model.Source) (model.Arch, error) { return Llama.ReadArch(src) }
 
-// New binds a llama-family file.
+// New binds a llama file.
 func New(src *model.Source, store offload.Store, o model.Options) (model.Model, error) {
-	a, err := ReadArch(src)
-	if err != nil {
-		return nil, err
-	}
-	m := &Model{arch: a, pool: o.Pool}
-	if err := model.Bind(&m.w, store, a.Layers, src.Path); err != nil {
-		return nil, err
-	}
-	qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	checks := []shapeCheck{
-		{m.w.TokenEmbd, []int{a.Vocab, a.Dim}},
-		{m.w.OutputNorm, []int{a.Dim}},
-		{m.w.Output, []int{a.Vocab, a.Dim}},
-	}
-	for _, l := range m.w.Layers {
-		checks = append(checks,
-			shapeCheck{l.AttnNorm, []int{a.Dim}},
-			shapeCheck{l.Attn.Q, []int{qd, a.Dim}},
-			shapeCheck{l.Attn.K, []int{kvd, a.Dim}},
-			shapeCheck{l.Attn.V, []int{kvd, a.Dim}},
-			shapeCheck{l.Attn.O, []int{a.Dim, qd}},
-			shapeCheck{l.FFNNorm, []int{a.Dim}},
-			shapeCheck{l.Gate, []int{a.Hidden, a.Dim}},
-			shapeCheck{l.Up, []int{a.Hidden, a.Dim}},
-			shapeCheck{l.Down, []int{a.Dim, a.Hidden}},
-		)
-	}
-	for _, c := range checks {
-		if err := model.CheckShape(src.Path, c.r, c.want...); err != nil {
-			return nil, err
-		}
-	}
-	for i := range m.w.Layers {
-		m.blocks = append(m.blocks, &Block{i: i, m: m, l: &m.w.Layers[i]})
-	}
-	return m, nil
+	return Llama.New(src, store, o)
 }
 
 func (m *Model) Arch() model.Arch      { return m.arch }

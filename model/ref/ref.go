@@ -2,6 +2,12 @@
 // llama-family model over float32 weights, one token at a time, in the manner
 // of llama2.c's run.c. It uses kernels/ref only. Every fast path in sluice is
 // tested against it; it is never used to serve.
+//
+// It runs the architectures built from llama's block: llama (with Llama 3's
+// rotary frequency factors), qwen2 (Q/K/V biases, half-split RoPE) and qwen3
+// (per-head Q/K RMSNorm) and phi3 (fused attn_qkv and gate|up, split here
+// into Q, K, V, Gate and Up). Whatever optional tensor a file holds (biases,
+// Q/K norms, rope_freqs) is applied, as llama.cpp applies it.
 package ref
 
 import (
@@ -13,6 +19,9 @@ import (
 	kref "github.com/sluicehq/sluice/kernels/ref"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/llama"
+	"github.com/sluicehq/sluice/model/phi3"
+	"github.com/sluicehq/sluice/model/qwen2"
+	"github.com/sluicehq/sluice/model/qwen3"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -27,6 +36,18 @@ type Weights struct {
 	Down       [][]float32 // (layer)(dim, hidden)
 	OutputNorm []float32   // (dim)
 	Output     []float32   // (vocab, dim)
+	// Optional, nil when the file lacks them (per layer, or nil slices):
+	QBias, KBias, VBias, OBias [][]float32 // (layer)(heads*hd), (kvHeads*hd) ×2, (dim)
+	QNorm, KNorm               [][]float32 // (layer)(hd)
+	RopeFactors                []float32   // (ropeDim/2) divisors of the rotary frequencies
+}
+
+// readArch is each architecture's hyperparameter reader.
+var readArch = map[string]func(*model.Source) (model.Arch, error){
+	"llama": llama.ReadArch,
+	"qwen2": qwen2.ReadArch,
+	"qwen3": qwen3.ReadArch,
+	"phi3":  phi3.ReadArch,
 }
 
 // Transformer is run.c's Transformer: config, weights and run state.
@@ -42,7 +63,11 @@ type Transformer struct {
 // New decodes every weight of src through store. seqLen bounds the positions
 // Forward accepts (0 = the model's context length).
 func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int) (*Transformer, error) {
-	a, err := llama.ReadArch(src)
+	read, ok := readArch[src.Config.Architecture()]
+	if !ok {
+		return nil, fmt.Errorf("ref: %s: architecture %q is not one the oracle runs", src.Path, src.Config.Architecture())
+	}
+	a, err := read(src)
 	if err != nil {
 		return nil, err
 	}
@@ -84,25 +109,65 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 	} else if w.Output, err = load("output.weight"); err != nil {
 		return nil, err
 	}
+	// entry is a per-layer tensor and the slice it is appended to.
+	type entry struct {
+		dst  *[][]float32
+		name string
+	}
 	for l := range a.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
-		for _, e := range []struct {
-			dst  *[][]float32
-			name string
-		}{
-			{&w.AttnNorm, "attn_norm.weight"}, {&w.Q, "attn_q.weight"}, {&w.K, "attn_k.weight"},
-			{&w.V, "attn_v.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
-			{&w.Gate, "ffn_gate.weight"}, {&w.Up, "ffn_up.weight"}, {&w.Down, "ffn_down.weight"},
-		} {
+		names := []entry{
+			{&w.AttnNorm, "attn_norm.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
+			{&w.Down, "ffn_down.weight"},
+		}
+		qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+		if _, fused := store.Lookup(p + "attn_qkv.weight"); fused {
+			qkv, err := load(p + "attn_qkv.weight") // rows: Q, then K, then V
+			if err != nil {
+				return nil, err
+			}
+			w.Q = append(w.Q, qkv[:qd*a.Dim])
+			w.K = append(w.K, qkv[qd*a.Dim:(qd+kvd)*a.Dim])
+			w.V = append(w.V, qkv[(qd+kvd)*a.Dim:])
+		} else {
+			names = append(names, entry{&w.Q, "attn_q.weight"}, entry{&w.K, "attn_k.weight"}, entry{&w.V, "attn_v.weight"})
+		}
+		if _, gated := store.Lookup(p + "ffn_gate.weight"); gated {
+			names = append(names, entry{&w.Gate, "ffn_gate.weight"}, entry{&w.Up, "ffn_up.weight"})
+		} else {
+			gu, err := load(p + "ffn_up.weight") // rows: gate, then up
+			if err != nil {
+				return nil, err
+			}
+			w.Gate = append(w.Gate, gu[:a.Hidden*a.Dim])
+			w.Up = append(w.Up, gu[a.Hidden*a.Dim:])
+		}
+		for _, e := range names {
 			v, err := load(p + e.name)
 			if err != nil {
 				return nil, err
 			}
 			*e.dst = append(*e.dst, v)
 		}
+		for _, e := range []entry{
+			{&w.QBias, "attn_q.bias"}, {&w.KBias, "attn_k.bias"}, {&w.VBias, "attn_v.bias"},
+			{&w.OBias, "attn_output.bias"}, {&w.QNorm, "attn_q_norm.weight"}, {&w.KNorm, "attn_k_norm.weight"},
+		} {
+			var v []float32
+			if _, ok := store.Lookup(p + e.name); ok {
+				if v, err = load(p + e.name); err != nil {
+					return nil, err
+				}
+			}
+			*e.dst = append(*e.dst, v)
+		}
+	}
+	if w.RopeFactors, err = llama.RopeFactors(ctx, src, store, a); err != nil {
+		return nil, err
 	}
 	qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	t.x, t.xb, t.xb2 = make([]float32, a.Dim), make([]float32, a.Dim), make([]float32, a.Dim)
+	t.x, t.xb = make([]float32, a.Dim), make([]float32, a.Dim)
+	t.xb2 = make([]float32, a.Dim)
 	t.hb, t.hb2 = make([]float32, a.Hidden), make([]float32, a.Hidden)
 	t.q, t.k, t.v, t.att = make([]float32, qd), make([]float32, kvd), make([]float32, kvd), make([]float32, qd)
 	t.logits = make([]float32, a.Vocab)
@@ -111,6 +176,13 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 		t.valueCache = append(t.valueCache, make([]float32, seqLen*kvd))
 	}
 	return t, nil
+}
+
+// addOpt adds an optional bias (nil: none).
+func addOpt(x, bias []float32) {
+	if bias != nil {
+		kref.Add(x, bias)
+	}
 }
 
 func matmul(dst, x, w []float32, rows, cols int) {
@@ -135,8 +207,26 @@ func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
 		matmul(t.q, t.xb, w.Q[l], qd, dim)
 		matmul(t.k, t.xb, w.K[l], kvd, dim)
 		matmul(t.v, t.xb, w.V[l], kvd, dim)
-		kref.RoPE(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
-		kref.RoPE(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+		addOpt(t.q, w.QBias[l])
+		addOpt(t.k, w.KBias[l])
+		addOpt(t.v, w.VBias[l])
+		if w.QNorm[l] != nil {
+			for h := range a.Heads {
+				kref.RMSNorm(t.q[h*hd:(h+1)*hd], t.q[h*hd:(h+1)*hd], w.QNorm[l], a.Eps)
+			}
+		}
+		if w.KNorm[l] != nil {
+			for h := range a.KVHeads {
+				kref.RMSNorm(t.k[h*hd:(h+1)*hd], t.k[h*hd:(h+1)*hd], w.KNorm[l], a.Eps)
+			}
+		}
+		if w.RopeFactors != nil {
+			kref.RoPEScaled(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, w.RopeFactors, a.RopeStyle)
+			kref.RoPEScaled(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, w.RopeFactors, a.RopeStyle)
+		} else {
+			kref.RoPE(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+			kref.RoPE(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+		}
 		copy(t.keyCache[l][pos*kvd:], t.k)
 		copy(t.valueCache[l][pos*kvd:], t.v)
 		// The cache as one page holding every position so far; causal mask.
@@ -148,6 +238,7 @@ func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
 		mask := kernels.Mask{Lo: []int32{lo}, Hi: []int32{int32(pos + 1)}}
 		kref.Attention(t.att, t.q, 1, kv, &mask, kernels.AttnShape{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: hd, Scale: scale})
 		matmul(t.xb2, t.att, w.O[l], dim, qd)
+		addOpt(t.xb2, w.OBias[l])
 		kref.Add(t.x, t.xb2)
 		kref.RMSNorm(t.xb, t.x, w.FFNNorm[l], a.Eps)
 		matmul(t.hb, t.xb, w.Gate[l], a.Hidden, dim)

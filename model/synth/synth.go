@@ -130,6 +130,12 @@ func (p Preset) validate() error {
 // Options says what Write produces.
 type Options struct {
 	Preset Preset
+	// Arch is the architecture (see Archs); "" is llama.
+	Arch string
+	// HeadDim is the size of one attention head, written as
+	// attention.key_length and value_length; 0 means Dim/Heads (and writes
+	// no key). The query projection is Heads·HeadDim wide.
+	HeadDim int
 	// DType is the type of every matrix (token_embd and output included):
 	// tensor.F32, F16, BF16, Q8_0 or Q4_0. Norm weights are always F32, as
 	// llama.cpp requires. A matrix whose row length is not a whole number of
@@ -142,10 +148,11 @@ type Options struct {
 	// whose piece count must equal Preset.Vocab. "" means the generated
 	// SentencePiece-style vocabulary (see GeneratedVocab).
 	TokenizerPath string
-	// Std is the standard deviation of the weights; 0 means DefaultStd.
+	// Std is the standard deviation of the weights; 0 means the
+	// architecture's (Arch.Std: DefaultStd for llama).
 	Std float32
-	// EmbedStd is the standard deviation of token_embd; 0 means
-	// DefaultEmbedStd.
+	// EmbedStd is the standard deviation of token_embd; 0 means the
+	// architecture's (Arch.EmbedStd: DefaultEmbedStd for llama).
 	EmbedStd float32
 	// Workers is the number of goroutines generating weights; 0 means
 	// GOMAXPROCS. The output does not depend on it.

@@ -28,9 +28,10 @@ type tensorPlan struct {
 	shape      []int // outermost first
 	rows, cols int   // matrix view: cols is the innermost dimension
 	rowBytes   int64
-	norm       bool    // 1 + noise instead of noise
-	std        float32 // standard deviation of the noise
-	index      int     // position in the file, part of the random stream's key
+	norm       bool      // 1 + noise instead of noise
+	std        float32   // standard deviation of the noise
+	fixed      []float32 // the values themselves instead of noise (rope_freqs)
+	index      int       // position in the file, part of the random stream's key
 }
 
 func (t *tensorPlan) size() int64 { return int64(t.rows) * t.rowBytes }
@@ -53,29 +54,56 @@ func matrixType(dt tensor.DType, cols int) tensor.DType {
 
 // planTensors lists the tensors in llama.cpp's names and file order
 // (token_embd, output_norm, output, then the blocks).
-func planTensors(p Preset, dt tensor.DType, std, embedStd float32) ([]tensorPlan, error) {
-	kv := p.KVHeads * p.HeadDim()
+func planTensors(p Preset, a Arch, hd int, dt tensor.DType, std, embedStd float32) ([]tensorPlan, error) {
+	qd, kv := p.Heads*hd, p.KVHeads*hd
 	var ts []tensorPlan
 	matrix := func(name string, rows, cols int) {
 		ts = append(ts, tensorPlan{name: name, dt: matrixType(dt, cols), shape: []int{rows, cols}, rows: rows, cols: cols})
 	}
-	norm := func(name string) {
-		ts = append(ts, tensorPlan{name: name, dt: tensor.F32, shape: []int{p.Dim}, rows: 1, cols: p.Dim, norm: true})
+	normN := func(name string, n int) {
+		ts = append(ts, tensorPlan{name: name, dt: tensor.F32, shape: []int{n}, rows: 1, cols: n, norm: true})
+	}
+	norm := func(name string) { normN(name, p.Dim) }
+	vector := func(name string, n int) {
+		ts = append(ts, tensorPlan{name: name, dt: tensor.F32, shape: []int{n}, rows: 1, cols: n})
 	}
 	matrix("token_embd.weight", p.Vocab, p.Dim)
 	ts[0].std = embedStd
 	norm("output_norm.weight")
-	matrix("output.weight", p.Vocab, p.Dim)
+	if !a.Tied {
+		matrix("output.weight", p.Vocab, p.Dim)
+	}
+	if a.RopeFreqs {
+		f := llama31Factors(a.RopeBase, hd)
+		ts = append(ts, tensorPlan{name: "rope_freqs.weight", dt: tensor.F32, shape: []int{len(f)}, rows: 1, cols: len(f), fixed: f})
+	}
 	for l := range p.Layers {
 		blk := func(s string) string { return fmt.Sprintf("blk.%d.%s.weight", l, s) }
 		norm(blk("attn_norm"))
-		matrix(blk("attn_q"), p.Dim, p.Dim)
-		matrix(blk("attn_k"), kv, p.Dim)
-		matrix(blk("attn_v"), kv, p.Dim)
-		matrix(blk("attn_output"), p.Dim, p.Dim)
+		if a.Fused {
+			matrix(blk("attn_qkv"), qd+2*kv, p.Dim)
+		} else {
+			matrix(blk("attn_q"), qd, p.Dim)
+			matrix(blk("attn_k"), kv, p.Dim)
+			matrix(blk("attn_v"), kv, p.Dim)
+		}
+		if a.QKVBias {
+			vector(fmt.Sprintf("blk.%d.attn_q.bias", l), qd)
+			vector(fmt.Sprintf("blk.%d.attn_k.bias", l), kv)
+			vector(fmt.Sprintf("blk.%d.attn_v.bias", l), kv)
+		}
+		if a.QKNorm {
+			normN(blk("attn_q_norm"), hd)
+			normN(blk("attn_k_norm"), hd)
+		}
+		matrix(blk("attn_output"), p.Dim, qd)
 		norm(blk("ffn_norm"))
-		matrix(blk("ffn_gate"), p.Hidden, p.Dim)
-		matrix(blk("ffn_up"), p.Hidden, p.Dim)
+		if a.Fused {
+			matrix(blk("ffn_up"), 2*p.Hidden, p.Dim)
+		} else {
+			matrix(blk("ffn_gate"), p.Hidden, p.Dim)
+			matrix(blk("ffn_up"), p.Hidden, p.Dim)
+		}
 		matrix(blk("ffn_down"), p.Dim, p.Hidden)
 	}
 	for i := range ts {
@@ -108,28 +136,51 @@ func metadata(o Options, v Vocab, std, embedStd float32) []kv {
 
 func generalMetadata(o Options, std, embedStd float32) []kv {
 	p := o.Preset
+	a, _ := LookupArch(o.Arch) // prepare checked it
+	hd := headDim(o)
 	ft, _ := fileType(o.DType)
 	vocabSrc := "generated vocabulary"
 	if o.TokenizerPath != "" {
 		vocabSrc = "vocabulary of a llama2.c tokenizer.bin"
 	}
-	return []kv{
-		{"general.architecture", "llama"},
-		{"general.name", "sluice-synth-" + p.Name},
-		{"general.description", fmt.Sprintf("synthetic Llama model written by sluice gen-model (random weights, not trained): preset %s, dtype %v, seed %d, std %g, token_embd std %g, %s", p.Name, o.DType, o.Seed, std, embedStd, vocabSrc)},
+	name := "sluice-synth-" + p.Name
+	if a.Name != "llama" {
+		name += "-" + a.Name
+	}
+	display := a.Name
+	if display == "llama" {
+		display = "Llama"
+	}
+	pre := a.GGUFArch + "."
+	meta := []kv{
+		{"general.architecture", a.GGUFArch},
+		{"general.name", name},
+		{"general.description", fmt.Sprintf("synthetic %s model written by sluice gen-model (random weights, not trained): preset %s, dtype %v, seed %d, std %g, token_embd std %g, %s", display, p.Name, o.DType, o.Seed, std, embedStd, vocabSrc)},
 		{"general.file_type", ft},
 		{"general.quantization_version", uint32(2)},
-		{"llama.context_length", uint32(p.Context)},
-		{"llama.embedding_length", uint32(p.Dim)},
-		{"llama.block_count", uint32(p.Layers)},
-		{"llama.feed_forward_length", uint32(p.Hidden)},
-		{"llama.rope.dimension_count", uint32(p.HeadDim())},
-		{"llama.attention.head_count", uint32(p.Heads)},
-		{"llama.attention.head_count_kv", uint32(p.KVHeads)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-		{"llama.rope.freq_base", float32(10000)},
-		{"llama.vocab_size", uint32(p.Vocab)},
+		{pre + "context_length", uint32(p.Context)},
+		{pre + "embedding_length", uint32(p.Dim)},
+		{pre + "block_count", uint32(p.Layers)},
+		{pre + "feed_forward_length", uint32(p.Hidden)},
+		{pre + "rope.dimension_count", uint32(hd)},
+		{pre + "attention.head_count", uint32(p.Heads)},
+		{pre + "attention.head_count_kv", uint32(p.KVHeads)},
+		{pre + "attention.layer_norm_rms_epsilon", a.Eps},
+		{pre + "rope.freq_base", a.RopeBase},
+		{pre + "vocab_size", uint32(p.Vocab)},
 	}
+	if o.HeadDim != 0 {
+		meta = append(meta, kv{pre + "attention.key_length", uint32(hd)}, kv{pre + "attention.value_length", uint32(hd)})
+	}
+	return meta
+}
+
+// headDim is Options.HeadDim or the preset's Dim/Heads.
+func headDim(o Options) int {
+	if o.HeadDim != 0 {
+		return o.HeadDim
+	}
+	return o.Preset.HeadDim()
 }
 
 // model is a validated, fully planned file.
@@ -146,14 +197,21 @@ func prepare(o Options) (*model, error) {
 	if err := o.Preset.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := fileType(o.DType); !ok {
-		return nil, fmt.Errorf("synth: dtype %v: %w (want f32, f16, bf16, q8_0 or q4_0)", o.DType, ErrInvalid)
-	}
-	std, err := checkStd("Std", o.Std, DefaultStd)
+	a, err := LookupArch(o.Arch)
 	if err != nil {
 		return nil, err
 	}
-	embedStd, err := checkStd("EmbedStd", o.EmbedStd, DefaultEmbedStd)
+	if o.HeadDim < 0 || o.HeadDim > maxDim || o.HeadDim%2 != 0 {
+		return nil, fmt.Errorf("synth: HeadDim %d, want an even size (0 = Dim/Heads): %w", o.HeadDim, ErrInvalid)
+	}
+	if _, ok := fileType(o.DType); !ok {
+		return nil, fmt.Errorf("synth: dtype %v: %w (want f32, f16, bf16, q8_0 or q4_0)", o.DType, ErrInvalid)
+	}
+	std, err := checkStd("Std", o.Std, a.Std)
+	if err != nil {
+		return nil, err
+	}
+	embedStd, err := checkStd("EmbedStd", o.EmbedStd, a.EmbedStd)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +222,10 @@ func prepare(o Options) (*model, error) {
 	if o.TokenizerPath == "" {
 		if v, err = GeneratedVocab(o.Preset.Vocab); err != nil {
 			return nil, fmt.Errorf("synth: preset %q: %w", o.Preset.Name, err)
+		}
+		for i, sp := range a.Specials {
+			j := v.Len() - len(a.Specials) + i
+			v.Tokens[j], v.Scores[j], v.Types[j] = sp, 0, typeControl
 		}
 	} else {
 		if v, err = tokenizer.LoadLlama2CVocab(o.TokenizerPath); err != nil {
@@ -176,7 +238,7 @@ func prepare(o Options) (*model, error) {
 			return nil, fmt.Errorf("synth: %s has %d pieces but preset %q has a vocabulary of %d: %w", o.TokenizerPath, v.Len(), o.Preset.Name, o.Preset.Vocab, ErrTokenizer)
 		}
 	}
-	ts, err := planTensors(o.Preset, o.DType, std, embedStd)
+	ts, err := planTensors(o.Preset, a, headDim(o), o.DType, std, embedStd)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +247,21 @@ func prepare(o Options) (*model, error) {
 		total += ts[i].size()
 	}
 	return &model{o: o, meta: metadata(o, v, std, embedStd), tensors: ts, tensorBytes: total}, nil
+}
+
+// Weights is the number of weights (tensor elements) of the file o
+// describes, after its architecture's additions (biases, Q/K norms,
+// rope_freqs) and omissions (a tied output).
+func (o Options) Weights() (int64, error) {
+	m, err := prepare(o)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for i := range m.tensors {
+		n += int64(m.tensors[i].rows) * int64(m.tensors[i].cols)
+	}
+	return n, nil
 }
 
 // Write writes the model o describes to w as a GGUF v3 file. It streams:
@@ -390,6 +467,16 @@ func (g *generator) fill(dst []byte, t *tensorPlan, c, rows int) {
 		g.scratch = make([]float32, n)
 	}
 	x := g.scratch[:n]
+	if t.fixed != nil {
+		copy(x, t.fixed[c*t.rowsPerChunk()*t.cols:])
+	} else {
+		g.fillNoise(x, t, c)
+	}
+	g.encode(dst, x, t)
+}
+
+// fillNoise draws chunk c of t: base plus N(0, std²) noise.
+func (g *generator) fillNoise(x []float32, t *tensorPlan, c int) {
 	g.pcg.Seed(streamKey(g.seed, t.index, c))
 	base := float32(0)
 	if t.norm {
@@ -398,6 +485,10 @@ func (g *generator) fill(dst []byte, t *tensorPlan, c, rows int) {
 	for i := range x {
 		x[i] = base + float32(g.rng.NormFloat64())*t.std
 	}
+}
+
+// encode writes x as t.dt into dst.
+func (g *generator) encode(dst []byte, x []float32, t *tensorPlan) {
 	switch t.dt {
 	case tensor.F32:
 		for i, v := range x {
