@@ -37,11 +37,13 @@ test:
 test-etl:
 	cd etl && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -count=1 ./...
 
+# The purego and simd builds run the short forms of the end-to-end tests (the
+# same checks over fewer tokens and seeds); the default build runs them whole.
 test-purego:
-	$(GO) test -count=1 -tags purego $(PKGS)
+	$(GO) test -count=1 -short -tags purego $(PKGS)
 
 test-simd:
-	GOEXPERIMENT=simd $(GO) test -count=1 $(PKGS)
+	GOEXPERIMENT=simd $(GO) test -count=1 -short $(PKGS)
 
 # test-kernels: the kernel tests once per instruction-set cap (SLUICE_ISA), so
 # an AVX-512 machine also runs the AVX2 and generic kernels; it prints which
