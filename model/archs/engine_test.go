@@ -41,9 +41,11 @@ func TestEngineMatchesRef(t *testing.T) {
 			var mu sync.Mutex
 			logits := map[string]map[int32][]float32{}
 			res := map[string]sluice.Result{}
+			for _, pr := range prompts {
+				logits[pr] = map[int32][]float32{} // before any callback runs
+			}
 			var wg sync.WaitGroup
 			for i, pr := range prompts {
-				logits[pr] = map[int32][]float32{}
 				wg.Add(1)
 				req := sluice.Request{ID: pr, Index: uint64(i), Prompt: pr, AllLogits: true,
 					OnLogits: func(pos int32, lg []float32) { mu.Lock(); logits[pr][pos] = slices.Clone(lg); mu.Unlock() }}
