@@ -201,10 +201,12 @@ func (s *Sampler) Next(logits []float32, history []int32, r, t uint64, sc *Scrat
 // cumulative probability exceeds u·Σp. Entries with probability ≤ 0 (or NaN)
 // are never chosen. It returns -1 when d has no positive entry.
 func (s *Sampler) Sample(d Dist, u float64) int32 {
-	return sampleDist(d, u)
+	return Draw(d, u)
 }
 
-func sampleDist(d Dist, u float64) int32 {
+// Draw is Sample without a Sampler, for verifiers that draw from
+// distributions they built: weights need not sum to 1.
+func Draw(d Dist, u float64) int32 {
 	var total float64
 	for _, p := range d.Probs {
 		if p > 0 {

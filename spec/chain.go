@@ -3,7 +3,6 @@ package spec
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/sluicehq/sluice/sample"
 )
@@ -204,35 +203,6 @@ func hasMass(d sample.Dist) bool {
 	return false
 }
 
-// Draw is sample.Sampler.Sample's inverse CDF, restated so verifiers need no
-// Sampler: the first entry, in d's order, whose cumulative probability
-// exceeds u·Σp, skipping entries ≤ 0 (and NaN). It returns -1 when d has no
-// positive entry. Weights need not sum to 1.
-func Draw(d sample.Dist, u float64) int32 {
-	var total float64
-	for _, p := range d.Probs {
-		if p > 0 {
-			total += float64(p)
-		}
-	}
-	if total == 0 || math.IsInf(total, 0) {
-		return -1
-	}
-	target := u * total
-	var cum float64
-	last := -1
-	for i, p := range d.Probs {
-		if !(p > 0) {
-			continue
-		}
-		cum += float64(p)
-		last = i
-		if target < cum {
-			break
-		}
-	}
-	if d.IDs == nil {
-		return int32(last)
-	}
-	return d.IDs[last]
-}
+// Draw is sample.Draw (Sampler.Sample's inverse CDF), named here because the
+// verifiers and their tests use it with spec's uniform streams.
+func Draw(d sample.Dist, u float64) int32 { return sample.Draw(d, u) }
