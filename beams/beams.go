@@ -124,7 +124,9 @@ func (r *Runner) step(q *session.Session, s *search, logits func(int) []float32)
 	for j, out := range s.outs {
 		LogSoftmax(s.lp[j], logits(out))
 	}
-	parents, tokens, done, err := s.b.Step(s.lp[:len(s.outs)])
+	// The new beams' tokens are the last of s.b.Tokens(j); parents say whose
+	// KV each extends.
+	parents, _, done, err := s.b.Step(s.lp[:len(s.outs)])
 	if err != nil {
 		return err
 	}
@@ -171,7 +173,6 @@ func (r *Runner) step(q *session.Session, s *search, logits func(int) []float32)
 	// The session follows beam 0: its sequence and its tokens.
 	q.KV = ids[0]
 	q.SetGenerated(s.b.Tokens(0))
-	_ = tokens // the new beams' tokens are the last of s.b.Tokens(j)
 	return nil
 }
 

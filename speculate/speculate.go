@@ -148,6 +148,7 @@ type Runner struct {
 
 // seqState is one session's draft.
 type seqState struct {
+	seq     int32 // the draft cache's sequence: the session's KV id when it started
 	fed     int32 // tokens of the session in the draft cache (linear history)
 	tree    *spec.Tree
 	slot    []int32 // draft KV slot per node id; -1 = not fed
@@ -242,10 +243,11 @@ func (r *Runner) drafts(st *sched.Step) []int {
 func (r *Runner) forget() {
 	for q, s := range r.seqs {
 		if q.Done() {
+			// By now the scheduler has released q.KV (it is -1): free the
+			// draft sequence by the id it had.
 			if r.kv != nil {
-				r.kv.Free(q.KV)
+				r.kv.Free(s.seq)
 			}
-			_ = s
 			delete(r.seqs, q)
 		}
 	}
@@ -254,7 +256,7 @@ func (r *Runner) forget() {
 func (r *Runner) state(q *session.Session) *seqState {
 	s := r.seqs[q]
 	if s == nil {
-		s = &seqState{}
+		s = &seqState{seq: q.KV}
 		if r.o.Mode == SpecExec {
 			s.tree, _ = spec.NewTree(0, r.o.Tree) // options validated in New
 		}
@@ -524,13 +526,16 @@ func (r *Runner) rewrite(st *sched.Step, idx []int) {
 	for _, i := range idx {
 		drafted[i] = true
 	}
-	added := 0
+	added, j := 0, 0 // j walks old.Outputs, ascending like the spans' rows
 	for i := range st.Spans {
 		sp := &st.Spans[i]
 		start := int32(nb.Len())
 		out := len(nb.Outputs)
-		for row := sp.Start; row < sp.Start+sp.Len; row++ {
-			isOut := slices.Contains(old.Outputs, int32(row))
+		for row := int32(sp.Start); row < int32(sp.Start+sp.Len); row++ {
+			for j < len(old.Outputs) && old.Outputs[j] < row {
+				j++
+			}
+			isOut := j < len(old.Outputs) && old.Outputs[j] == row
 			nb.AddChild(old.Tokens[row], old.Positions[row], old.Seq[row], -1, -1, isOut)
 		}
 		sp.Start = int(start)
