@@ -99,7 +99,7 @@ func prompts32() []string {
 }
 
 // runAll submits every prompt at once and returns the results by index.
-func runAll(t testing.TB, e *sluice.Engine, prompts []string, seeded bool) []sluice.Result {
+func runAll(t testing.TB, e *sluice.Engine, prompts []string) []sluice.Result {
 	t.Helper()
 	res := make([]sluice.Result, len(prompts))
 	var wg sync.WaitGroup
@@ -147,13 +147,13 @@ func TestBatchInvariance(t *testing.T) {
 			l := m.load(t, threads)
 			for _, temp := range []float64{0, 0.8} {
 				t.Run(fmt.Sprintf("%s/threads=%d/temp=%g", m.name, threads, temp), func(t *testing.T) {
-					alone := runAll(t, engine(t, l, pipeline(t, temp, 1, 64, n)), prompts, temp > 0)
+					alone := runAll(t, engine(t, l, pipeline(t, temp, 1, 64, n)), prompts)
 					// Prefill chunks of 5 with a 40-row step budget: prompts
 					// are split differently from the run alone.
 					p := pipeline(t, temp, 32, 5, n)
 					p.Scheduler().MaxBatchTokens = 40
 					e := engine(t, l, p)
-					together := runAll(t, e, prompts, temp > 0)
+					together := runAll(t, e, prompts)
 					for i := range prompts {
 						if alone[i].Text != together[i].Text || !slices.Equal(alone[i].Tokens, together[i].Tokens) {
 							t.Fatalf("prompt %d (%q): alone %q, with 31 others %q", i, prompts[i], alone[i].Text, together[i].Text)
@@ -259,7 +259,7 @@ func compare(t *testing.T, prompt string, pos int, want, got []float32, exact bo
 func TestCancelOne(t *testing.T) {
 	l := synthModel(t, 2, tensor.Q8_0)
 	prompts := prompts32()[:8]
-	want := runAll(t, engine(t, l, pipeline(t, 0.8, 8, 16, 40)), prompts, true)
+	want := runAll(t, engine(t, l, pipeline(t, 0.8, 8, 16, 40)), prompts)
 
 	e, err := sluice.New(l, sluice.Options{Pipeline: pipeline(t, 0.8, 8, 16, 40)})
 	if err != nil {
