@@ -19,6 +19,8 @@
 // fails if the prebuilt @node-llama-cpp/linux-x64 binaries are missing.
 
 import {parseArgs} from "node:util";
+import * as common from "./common.mjs";
+import {failer, rng, median} from "./common.mjs";
 import {performance} from "node:perf_hooks";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
@@ -36,17 +38,9 @@ const {values: opt} = parseArgs({
     strict: true
 });
 
-function fail(msg) {
-    process.stderr.write(`llamacpp.mjs: ${msg}\n`);
-    process.exit(2);
-}
+const fail = failer("llamacpp.mjs");
 
-function positiveInt(name) {
-    const v = Number(opt[name]);
-    if (!Number.isInteger(v) || v < 1)
-        fail(`--${name} ${JSON.stringify(opt[name])}: want an integer ≥ 1`);
-    return v;
-}
+const positiveInt = (name) => common.positiveInt(opt, name, fail);
 
 if (opt.model == null)
     fail("-m MODEL.gguf is required");
@@ -78,21 +72,7 @@ function logger(level, message) {
         process.stderr.write(`[llama.cpp ${level}] ${message}\n`);
 }
 
-// mulberry32: a small seeded generator, so every run and every process
-// evaluates the same prompt.
-function rng(a) {
-    return () => {
-        a = (a + 0x6D2B79F5) | 0;
-        let t = Math.imul(a ^ (a >>> 15), 1 | a);
-        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-}
 
-function median(xs) {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.floor(s.length / 2)];
-}
 
 const llama = await getLlama({
     gpu: false,

@@ -11,6 +11,7 @@
 //        [--draft-max 16] [--min-confidence 0.6] [--runs 3]
 
 import {parseArgs} from "node:util";
+import {median} from "./common.mjs";
 import {performance} from "node:perf_hooks";
 import {getLlama, LlamaLogLevel, DraftSequenceTokenPredictor} from "node-llama-cpp";
 
@@ -69,7 +70,7 @@ for (let r = 0; r < runs; r++) {
     res.spec.push(b.tokS);
     same &&= a.out.join(",") === b.out.join(",");
 }
-const med = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+const med = median;
 res.plain_tok_s = med(res.plain);
 res.spec_tok_s = med(res.spec);
 res.same_tokens = same;
