@@ -10,16 +10,16 @@ package kernels
 // the visible slots alone:
 //
 //	score_j = hsum8(8-lane FMA chain of q·k_j) · Scale   (visible j ascending)
-//	softmaxGeneric(scores)                               (the same as ref)
+//	softmaxAsm(scores)                                   (softmax_amd64.go)
 //	out[t] = fma(a_j, v_j[t], out[t])                    (visible j ascending, out from 0)
 //
 // so an item does not depend on the other rows, on how many slots one
 // assembly call covers (a run of visible slots within a page: four at a
 // time or one, each with its own chain) or on the thread split. Against ref
-// only the dot's reassociation and the fused multiply-adds differ, within
-// requireAttnRef's tolerance. The 110m model at 450 tokens of context spent
-// 54% of a one-thread avx2 run in the generic attention, most of it in the
-// scalar dot products.
+// only the dot's reassociation, the fused multiply-adds and the softmax's
+// float32 exp differ, within requireAttnRef's tolerance. The 110m model at
+// 450 tokens of context spent 54% of a one-thread avx2 run in the generic
+// attention, most of it in the scalar dot products.
 func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
 	if d <= 0 || d%8 != 0 {
@@ -59,7 +59,7 @@ func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []f
 		if n == 0 {
 			continue
 		}
-		softmaxGeneric(scratch[:n])
+		softmaxAsm(scratch[:n])
 		n = 0
 		for j := jlo; j < jhi; {
 			if tree && !mask.Visible(i, int32(j)) {
