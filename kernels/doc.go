@@ -29,11 +29,11 @@
 //     once at init, caps what the selector may pick, so the narrower sets
 //     can be run and measured on a wider machine; tests reselect with every
 //     cap the CPU allows (TestKernelSets).
-//   - Attention's score dots and value sums are assembly too (AVX2 + FMA,
-//     on both fast sets, head dims that are multiples of 8); softmax,
-//     RMSNorm, RoPE and SwiGLU stay generic in the default build (in a
-//     110m avx2 profile at 450 tokens of context softmax with its exp is
-//     7% and SwiGLU 5%: the next candidates).
+//   - Attention's score dots, softmax and value sums are assembly too
+//     (AVX2 and FMA, on both fast sets, head dims that are multiples of 8; the
+//     softmax's exp is the archsimd build's float32 polynomial, on 16 lanes
+//     with AVX-512). RMSNorm, RoPE and SwiGLU stay generic in the default
+//     build (SwiGLU was 5% of a 110m avx2 profile at 450 tokens of context).
 //   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
 //     an oracle and an opt-in, not as a dispatch target for the matrix
 //     products: the assembly tests compare the AVX-512 and AVX2 matrix
