@@ -2,6 +2,8 @@
 
 package kernels
 
+import "math/bits"
+
 // attentionAVX2 is attentionGeneric with its two inner loops in AVX2 + FMA
 // assembly (attention_avx2_amd64.s), for head dims that are a multiple of
 // 8; it is installed by the avx2 and avx512 sets of the default build (a
@@ -39,45 +41,94 @@ func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []f
 		clear(out)
 		n := 0
 		// Runs of visible slots within one page: start slot (j0), length.
-		for j := jlo; j < jhi; {
-			if tree && !mask.Visible(i, int32(j)) {
-				j++
-				continue
+		for j := jlo; ; {
+			j0, m := visibleRun(mask, tree, i, j, jhi, pt)
+			if m == 0 {
+				break
 			}
-			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
-			}
+			pg, slot := j0/pt, j0%pt
 			page := kv.K[pg]
 			_ = page[(slot+m-1)*kvDim+off+d-1]
 			_ = scratch[n+m-1]
 			attnDotsAVX2(&scratch[n], &qh[0], &page[slot*kvDim+off], stride, m, d, s.Scale)
 			n += m
-			j += m
+			j = j0 + m
 		}
 		if n == 0 {
 			continue
 		}
 		softmaxAsm(scratch[:n])
 		n = 0
-		for j := jlo; j < jhi; {
-			if tree && !mask.Visible(i, int32(j)) {
-				j++
-				continue
+		for j := jlo; ; {
+			j0, m := visibleRun(mask, tree, i, j, jhi, pt)
+			if m == 0 {
+				break
 			}
-			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
-			}
+			pg, slot := j0/pt, j0%pt
 			page := kv.V[pg]
 			_ = page[(slot+m-1)*kvDim+off+d-1]
 			attnAxpyAVX2(&out[0], &scratch[n], &page[slot*kvDim+off], stride, m, d)
 			n += m
-			j += m
+			j = j0 + m
 		}
 	}
+}
+
+// visibleRun finds the first slot j0 ≥ j below hi that row i of mask sees
+// and the length m of the run of visible slots from it that stays within
+// one page of pt slots (m = 0: none left). Below the row's TreeBase every
+// slot in [Lo, Hi) is visible; above it the tree's bit words are scanned a
+// word at a time, not slot by slot (a SpecExec verification pass over a
+// 64-node tree asked Mask.Visible per slot, per head, twice: a seventh of
+// the run).
+func visibleRun(mask *Mask, tree bool, i, j, hi, pt int) (j0, m int) {
+	if j >= hi {
+		return j, 0
+	}
+	end := min(hi, (j/pt+1)*pt)
+	if !tree {
+		return j, end - j
+	}
+	base := int(mask.TreeBase[i])
+	if j < base {
+		return j, min(end, base) - j
+	}
+	words := mask.Tree[i]
+	// Skip to the next set bit.
+	k := j - base
+	for {
+		w := k / 64
+		if w >= len(words) {
+			return hi, 0
+		}
+		if b := words[w] >> (uint(k) % 64); b != 0 {
+			k += bits.TrailingZeros64(b)
+			break
+		}
+		k = (w + 1) * 64
+	}
+	j0 = base + k
+	if j0 >= hi {
+		return hi, 0
+	}
+	end = min(hi, (j0/pt+1)*pt)
+	// Count the set bits from k on, up to the page's (or range's) end.
+	for m = 0; j0+m < end; {
+		kk := k + m
+		w := kk / 64
+		if w >= len(words) {
+			break
+		}
+		ones := bits.TrailingZeros64(^(words[w] >> (uint(kk) % 64)))
+		if rem := 64 - kk%64; ones > rem {
+			ones = rem
+		}
+		m += ones
+		if ones < 64-kk%64 {
+			break // a clear bit ends the run
+		}
+	}
+	return j0, min(m, end-j0)
 }
 
 //go:noescape
