@@ -90,7 +90,8 @@ func (lm *LocalMask) Build(full *kernels.Mask, window int) {
 	}
 }
 
-// Rows is the mask of rows [lo, hi) (a run), valid until the next Build.
+// Rows is the mask of rows [lo, hi) (a run), valid until the next Rows or
+// Build (it reuses one kernels.Mask, so the decode loop does not allocate).
 func (lm *LocalMask) Rows(lo, hi int) *kernels.Mask {
 	m := &lm.m
 	lm.run = kernels.Mask{Lo: m.Lo[lo:hi:hi], Hi: m.Hi[lo:hi:hi]}
