@@ -83,7 +83,9 @@ func TestGemmaParams(t *testing.T) {
 		{"gemma2 defaults", g2, map[string]any{"gemma2.attention.sliding_window": nil, "gemma2.attn_logit_softcapping": nil, "gemma2.final_logit_softcapping": nil},
 			func(p gemma.Params) bool { return p.Window == 4096 && p.AttnSoftcap == 50 && p.FinalSoftcap == 30 }},
 		{"gemma2 linear scaling on both", g2, map[string]any{"gemma2.rope.scaling.factor": float32(4)},
-			func(p gemma.Params) bool { return len(p.GlobalFactors) == 8 && p.GlobalFactors[0] == 4 && len(p.LocalFactors) == 8 }},
+			func(p gemma.Params) bool {
+				return len(p.GlobalFactors) == 8 && p.GlobalFactors[0] == 4 && len(p.LocalFactors) == 8
+			}},
 		{"gemma2 key length", g2, map[string]any{"gemma2.attention.key_length": uint32(16), "gemma2.attention.value_length": uint32(16)},
 			func(p gemma.Params) bool { return p.AttnScale == 0.25 }},
 	} {
