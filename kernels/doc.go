@@ -1,6 +1,6 @@
 // Package kernels is the math of a forward pass on plain slices: matrix-vector
 // and matrix-matrix products over F32/F16/BF16/Q8_0/Q4_0 weights, RMSNorm, RoPE,
-// softmax, SiLU/SwiGLU, residual add and masked (GQA, sliding-window, tree)
+// softmax, SiLU/SwiGLU, GeGLU, soft-capping, residual add and masked (GQA, sliding-window, tree)
 // attention over a paged KV cache.
 //
 // # Reference, generic and fast paths
