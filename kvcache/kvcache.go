@@ -99,13 +99,13 @@ func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
 
 // Stats is a snapshot of the page pool.
 type Stats struct {
-	Pages       int // pool size
-	PagesInUse  int // referenced by at least one sequence
-	PagesFree   int // Pages - PagesInUse
-	PagesShared int // referenced by two or more sequences (Fork)
-	Sequences   int // sequences with state (including empty forks)
-	Tokens      int // sum of Len over sequences
-	Passes      int // passes in flight
+	Pages       int        // pool size
+	PagesInUse  int        // referenced by at least one sequence
+	PagesFree   int        // Pages - PagesInUse
+	PagesShared int        // referenced by two or more sequences (Fork)
+	Sequences   int        // sequences with state (including empty forks)
+	Tokens      int        // sum of Len over sequences
+	Passes      int        // passes in flight
 	Spill       SpillStats // the KV budget's counters (zero without one)
 }
 
