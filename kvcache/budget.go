@@ -349,7 +349,7 @@ func (c *Cache) copyFrame(l int, src, dst int32) error {
 func (c *Cache) spillStats() SpillStats {
 	r := c.res
 	if r == nil {
-		return SpillStats{}
+		return c.final
 	}
 	spills, reloads := r.sp.counts()
 	fb := r.frameBytes()

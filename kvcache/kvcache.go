@@ -127,6 +127,7 @@ type Cache struct {
 	passes  int         // in flight
 	scratch []int32     // Commit's slots
 	res     *resident   // the KV budget; nil = every page in memory
+	final   SpillStats  // the budget's counters when Close released it
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
@@ -290,14 +291,17 @@ func New(o Options) (*Cache, error) {
 	return c, nil
 }
 
-// Close releases the spill file and the frame cache of a budget. The cache
-// must not be used afterwards. Without a budget it does nothing.
+// Close releases the spill file and the frame cache of a budget; Stats goes
+// on reporting the budget's counters. The cache must not be used for passes
+// afterwards. Without a budget it does nothing.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.res == nil {
 		return nil
 	}
+	c.final = c.spillStats()
+	c.final.Resident = 0
 	err := c.res.close()
 	c.res = nil
 	return err
