@@ -152,7 +152,6 @@ func TestBadInput(t *testing.T) {
 		{"bin without tokenizer", []string{"generate", "-m", bin, "--temp", "0"}, []string{"--tokenizer"}},
 		{"tokenizer does not fit", []string{"generate", "-m", bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "--temp", "0"}, []string{"tokenizer.bin", "512"}},
 		{"unknown architecture", []string{"generate", "-m", unknownArch, "--temp", "0"}, []string{"mamba.gguf", `unknown architecture "mamba"`}},
-		{"kv budget unit typo", []string{"generate", "-m", gg, "--temp", "0", "--kv-budget", "150KIB_"}, []string{"-kv-budget", `unknown unit "KIB_"`}},
 		{"kv budget below one step", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--kv-budget", "64KiB"}, []string{"kv_budget = 65536 bytes", "the minimum is 139264 bytes"}},
 		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}},
 	} {
@@ -167,6 +166,20 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A --kv-budget with a unit typo is a usage error that names the flag and
+// the unit.
+func TestKVBudgetTypo(t *testing.T) {
+	_, stderr, err := cli(t, "", "generate", "-m", "x.gguf", "--kv-budget", "150KIB_")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{"-kv-budget", `unknown unit "KIB_"`} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q does not mention %q", stderr, w)
+		}
 	}
 }
 
