@@ -36,6 +36,13 @@
 // slot closes it too, and Fork copies it. While a tree is open, a row without
 // a parent is an error: it would see sibling branches as its history.
 //
+// Memory. Without Options.Budget every page stays in memory. With one, the
+// unit is a frame, one layer of one page: a pass reserves one layer of its
+// sequences' pages at Begin and pins them layer by layer as the model moves
+// through the layers (the first Put or View of a layer); unpinned frames sit
+// in a ristretto cache, and those it rejects or evicts live in a spill file
+// until a pass or a copy pins them again. See budget.go.
+//
 // Storage is float32. Options.DType is the seam for F16 pages later.
 package kvcache
 

@@ -609,7 +609,8 @@ func (p *Pass) abort() {
 
 // Put stores the keys and values of all rows of the batch for this layer: k and
 // v hold, in batch order, KVHeads*HeadDim floats per row. It takes no
-// cache-wide lock. It panics if the lengths do not match the batch (a
+// cache-wide lock, except under a budget when it moves the pass to this
+// layer (see Layer.pages). It panics if the lengths do not match the batch (a
 // programming error, like a bad copy bound).
 func (l *Layer) Put(k, v []float32) {
 	p := l.p
@@ -708,7 +709,9 @@ func (p *Pass) unpinLayer() {
 
 // View returns seq's pages for this layer, including this pass's rows; Len is
 // the number of slots in use after the pass. A sequence that is not in the pass
-// gives an empty KV. It takes no cache-wide lock.
+// gives an empty KV. It takes no cache-wide lock, except under a budget when
+// it moves the pass to this layer. Under a budget the pages are valid until
+// the pass moves to another layer or ends.
 func (l *Layer) View(seq int32) kernels.KV {
 	for i := range l.p.entries {
 		e := &l.p.entries[i]
