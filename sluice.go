@@ -415,6 +415,9 @@ func (e *Engine) Close() error {
 	err := <-e.ran
 	e.ran <- err
 	e.stop()
+	if cerr := e.env.Sched.KV.Close(); err == nil {
+		err = cerr // the KV budget's spill file
+	}
 	e.mu.Lock()
 	rest := e.open
 	e.open = map[*pending]struct{}{}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,11 @@ type Pool struct {
 	// act is the quantized-activation scratch of int8-activation MatMuls
 	// (grown on demand, reused while p.mu is held).
 	act actQ8
+
+	// fault is the first memory fault a helper hit in the current call (a
+	// mapped weight file truncated under it), for the caller to re-raise.
+	faultMu sync.Mutex
+	fault   any
 }
 
 // poolHelper is one helper goroutine's mailbox.
@@ -79,6 +85,9 @@ func NewPool(threads int) *Pool {
 
 func (p *Pool) helper(chunk int) {
 	defer p.exited.Done()
+	// Weights may be a mapped file: a fault reading them panics here
+	// (instead of killing the process), and runChunk hands it to the caller.
+	debug.SetPanicOnFault(true)
 	h := &p.helpers[chunk-1]
 	var seen uint64
 	for {
@@ -86,10 +95,31 @@ func (p *Pool) helper(chunk int) {
 		if p.stop.Load() {
 			return
 		}
-		lo, hi := chunkBounds(p.n, p.parts, chunk)
-		p.fn(lo, hi)
+		p.runChunk(chunk)
 		p.pending.Add(-1)
 	}
+}
+
+// runChunk runs the helper's chunk of the current call. A memory fault
+// (a panic whose value has an Addr method, from debug.SetPanicOnFault) is
+// kept for the caller, which re-panics with it on its own goroutine, where
+// the pass's guard turns it into an error; any other panic crashes as it
+// would have.
+func (p *Pool) runChunk(chunk int) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(interface{ Addr() uintptr }); !ok {
+				panic(v)
+			}
+			p.faultMu.Lock()
+			if p.fault == nil {
+				p.fault = v
+			}
+			p.faultMu.Unlock()
+		}
+	}()
+	lo, hi := chunkBounds(p.n, p.parts, chunk)
+	p.fn(lo, hi)
 }
 
 // await returns h.gen once it differs from seen: polling for spinFor, then
@@ -193,12 +223,21 @@ func (p *Pool) forLocked(n, parts int, fn func(lo, hi int)) {
 		p.signal(k)
 	}
 	// Wait even if fn panics on this goroutine: helpers still read p.fn.
+	returned := false
 	defer func() {
 		p.waitHelpers()
 		p.fn = nil
+		p.faultMu.Lock()
+		f := p.fault
+		p.fault = nil
+		p.faultMu.Unlock()
+		if f != nil && returned {
+			panic(f) // a helper's memory fault, raised where the call came from
+		}
 	}()
 	lo, hi := chunkBounds(n, parts, 0)
 	fn(lo, hi)
+	returned = true
 }
 
 // waitHelpers returns when every helper chunk of the current call is done,

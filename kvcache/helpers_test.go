@@ -88,6 +88,9 @@ func seqTags(t testing.TB, c *Cache, seq int32) []int {
 	var first []int
 	for l := range c.o.Layers {
 		kv := kernels.KV{K: s.kp[l], V: s.vp[l], PageTokens: int(c.pt), Len: int(s.len)}
+		if c.res != nil {
+			kv.K, kv.V = budgetPages(t, c, s, l)
+		}
 		k, v := readKV(kv, c.rowF)
 		tags := decodeTags(t, k, v, l)
 		if l == 0 {
@@ -100,6 +103,80 @@ func seqTags(t testing.TB, c *Cache, seq int32) []int {
 		first = []int{}
 	}
 	return first
+}
+
+// budgetPages copies layer l of the history pages of s under a budget,
+// pinning each frame for the copy. c.mu held.
+func budgetPages(t testing.TB, c *Cache, s *seqState, l int) (k, v [][]float32) {
+	t.Helper()
+	for _, p := range s.pages[:c.pagesFor(s.len)] {
+		if err := c.pin(l, p, false); err != nil {
+			t.Fatalf("sequence %d layer %d page %d: %v", s.id, l, p, err)
+		}
+		k = append(k, slices.Clone(c.k[l][p]))
+		v = append(v, slices.Clone(c.v[l][p]))
+		c.unpin(l, p)
+	}
+	return k, v
+}
+
+// checkBudget verifies the KV budget's bookkeeping: at most Frames frames in
+// memory and at most PassFrames of them pinned; every frame of a page in
+// use by an idle sequence is in memory or in the spill file (none lost);
+// freed pages hold nothing; the counts of frames in memory and in the file
+// match the states. c.mu held.
+func checkBudget(t testing.TB, c *Cache) {
+	t.Helper()
+	r := c.res
+	busy := make([]bool, len(c.ref))
+	for _, s := range c.seqs {
+		if s.busy != nil {
+			for _, p := range s.pages {
+				busy[p] = true
+			}
+		}
+	}
+	inMem, inFile, pinned := 0, 0, 0
+	for p := range c.ref {
+		for l := range c.o.Layers {
+			id := r.id(l, int32(p))
+			st := r.state[id]
+			switch st {
+			case framePinned, frameCached:
+				inMem++
+				if st == framePinned {
+					pinned++
+				}
+				if r.buf[id] == nil || &c.k[l][p][0] != &r.buf[id][0] {
+					t.Fatalf("layer %d page %d is in memory without its buffer", l, p)
+				}
+			case frameSpilled:
+				inFile++
+				if !r.sp.has(int32(l), int32(p)) {
+					t.Fatalf("layer %d page %d is spilled but the file does not hold it: lost", l, p)
+				}
+			case frameEmpty:
+				if c.ref[p] > 0 && !busy[p] {
+					t.Fatalf("layer %d page %d of an idle sequence holds no data: lost", l, p)
+				}
+			}
+			if st != framePinned && r.pins[id] != 0 {
+				t.Fatalf("layer %d page %d: %d pins in state %d", l, p, r.pins[id], st)
+			}
+			if c.ref[p] == 0 && (st != frameEmpty || r.sp.has(int32(l), int32(p))) {
+				t.Fatalf("free page %d: layer %d in state %d (in file %v)", p, l, st, r.sp.has(int32(l), int32(p)))
+			}
+		}
+	}
+	if inMem != r.inMem || inFile != r.inFile {
+		t.Fatalf("counted %d frames in memory and %d in the file, bookkeeping says %d and %d", inMem, inFile, r.inMem, r.inFile)
+	}
+	if inMem > r.frames || pinned > r.passCap || r.allocated > r.frames {
+		t.Fatalf("%d frames in memory (%d pinned, %d buffers made) over a budget of %d (%d for passes)", inMem, pinned, r.allocated, r.frames, r.passCap)
+	}
+	if r.reserved > r.passCap-copyFrames {
+		t.Fatalf("passes reserved %d frames, budget lets them %d", r.reserved, r.passCap-copyFrames)
+	}
 }
 
 // checkInvariants verifies the page bookkeeping: refcounts equal the number of
@@ -128,6 +205,9 @@ func checkInvariants(t testing.TB, c *Cache) {
 		}
 		for i, p := range s.pages {
 			count[p]++
+			if c.res != nil {
+				continue
+			}
 			for l := range c.o.Layers {
 				if &s.kp[l][i][0] != &c.k[l][p][0] || &s.vp[l][i][0] != &c.v[l][p][0] {
 					t.Fatalf("sequence %d layer %d page %d: view does not point at page %d", id, l, i, p)
@@ -147,6 +227,9 @@ func checkInvariants(t testing.TB, c *Cache) {
 	}
 	for id, s := range c.seqs {
 		checkTree(t, id, s)
+	}
+	if c.res != nil {
+		checkBudget(t, c)
 	}
 	if len(c.free) > len(c.ref) {
 		t.Fatalf("%d free pages in a pool of %d", len(c.free), len(c.ref))

@@ -36,6 +36,13 @@
 // slot closes it too, and Fork copies it. While a tree is open, a row without
 // a parent is an error: it would see sibling branches as its history.
 //
+// Memory. Without Options.Budget every page stays in memory. With one, the
+// unit is a frame, one layer of one page: a pass reserves one layer of its
+// sequences' pages at Begin and pins them layer by layer as the model moves
+// through the layers (the first Put or View of a layer); unpinned frames sit
+// in a ristretto cache, and those it rejects or evicts live in a spill file
+// until a pass or a copy pins them again. See budget.go.
+//
 // Storage is float32. Options.DType is the seam for F16 pages later.
 package kvcache
 
@@ -76,6 +83,19 @@ type Options struct {
 	// DType is the page element type. Only tensor.F32 (the zero value) is
 	// implemented; the field exists so F16 pages can come without an API change.
 	DType tensor.DType
+	// Budget bounds the bytes of KV pages resident in memory; 0 = none (every
+	// page stays in memory). Under a budget the unit is a frame, one layer of
+	// one page; frames beyond it live in a spill file and are read back when
+	// a pass or a copy next needs them (see budget.go).
+	Budget int64
+	// PassFrames is the part of Budget, in frames, that passes in flight may
+	// hold pinned (one layer of their sequences' pages each, see
+	// Cache.PassNeed) plus two frames for copies; the rest holds unpinned
+	// frames in a ristretto cache. 0 = half of the budget's frames.
+	PassFrames int
+	// SpillDir is where the spill file is made ("" = the system's temp
+	// directory). The file is unlinked at once.
+	SpillDir string
 }
 
 // Bytes is the cache size of the seed's formula 2·L·G·d·T·bytes: keys and
@@ -86,13 +106,14 @@ func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
 
 // Stats is a snapshot of the page pool.
 type Stats struct {
-	Pages       int // pool size
-	PagesInUse  int // referenced by at least one sequence
-	PagesFree   int // Pages - PagesInUse
-	PagesShared int // referenced by two or more sequences (Fork)
-	Sequences   int // sequences with state (including empty forks)
-	Tokens      int // sum of Len over sequences
-	Passes      int // passes in flight
+	Pages       int        // pool size
+	PagesInUse  int        // referenced by at least one sequence
+	PagesFree   int        // Pages - PagesInUse
+	PagesShared int        // referenced by two or more sequences (Fork)
+	Sequences   int        // sequences with state (including empty forks)
+	Tokens      int        // sum of Len over sequences
+	Passes      int        // passes in flight
+	Spill       SpillStats // the KV budget's counters (zero without one)
 }
 
 // Cache is a paged KV cache. All methods are safe for concurrent use; see the
@@ -112,6 +133,8 @@ type Cache struct {
 	spare   []*seqState // dropped sequences, for reuse by newSeq
 	passes  int         // in flight
 	scratch []int32     // Commit's slots
+	res     *resident   // the KV budget; nil = every page in memory
+	final   SpillStats  // the budget's counters when Close released it
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
@@ -121,7 +144,7 @@ type seqState struct {
 	id     int32
 	len    int32         // tokens of cached history
 	pages  []int32       // page ids in order
-	kp, vp [][][]float32 // [layer] → page buffers of pages, for kernels.KV
+	kp, vp [][][]float32 // [layer] → page buffers of pages, for kernels.KV; unused under a budget
 
 	busy    *Pass // the pass in flight over this sequence, if any
 	freeing bool  // Free was called while busy: drop when the pass ends
@@ -226,6 +249,10 @@ func New(o Options) (*Cache, error) {
 		return nil, bad("Window", o.Window, ">= 0")
 	case o.DType != tensor.F32:
 		return nil, fmt.Errorf("%w: DType = %v, only f32 pages are implemented", ErrOptions, o.DType)
+	case o.Budget < 0:
+		return nil, fmt.Errorf("%w: Budget = %d, want >= 0 (0 = none)", ErrOptions, o.Budget)
+	case o.PassFrames < 0:
+		return nil, bad("PassFrames", o.PassFrames, ">= 0")
 	}
 	if o.PageTokens == 0 {
 		o.PageTokens = defaultPageTokens
@@ -261,7 +288,65 @@ func New(o Options) (*Cache, error) {
 	for i := range c.free {
 		c.free[i] = int32(pages - 1 - i)
 	}
+	if o.Budget > 0 {
+		r, err := newResident(c, pages)
+		if err != nil {
+			return nil, err
+		}
+		c.res = r
+	}
 	return c, nil
+}
+
+// Close releases the spill file and the frame cache of a budget; Stats goes
+// on reporting the budget's counters. The cache must not be used for passes
+// afterwards. Without a budget it does nothing.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.res == nil {
+		return nil
+	}
+	c.final = c.spillStats()
+	c.final.Resident = 0
+	err := c.res.close()
+	c.res = nil
+	return err
+}
+
+// FrameBytes is the size of one frame, the budget's unit: keys and values
+// of one page of one layer.
+func (c *Cache) FrameBytes() int64 { return 8 * int64(c.pageF) }
+
+// PassNeed is how many frames per layer a pass needs for sequences that
+// will hold the given numbers of tokens after it: under a budget, a pass
+// pins one layer of every page of its sequences at a time.
+func (c *Cache) PassNeed(tokens ...int) int {
+	n := 0
+	for _, t := range tokens {
+		n += c.pagesFor(int32(t))
+	}
+	return n
+}
+
+// PassRoom is how many frames a new pass may still reserve under the budget
+// (see Options.PassFrames); -1 without a budget.
+func (c *Cache) PassRoom() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.res == nil {
+		return -1
+	}
+	return c.res.passCap - copyFrames - c.res.reserved
+}
+
+// MaxPassFrames is the most frames one pass may reserve (PassFrames less
+// the two kept for copies); -1 without a budget.
+func (c *Cache) MaxPassFrames() int {
+	if c.res == nil {
+		return -1
+	}
+	return c.res.passCap - copyFrames
 }
 
 // Options returns the options with defaults filled in.
@@ -297,6 +382,7 @@ func (c *Cache) Stats() Stats {
 	for _, s := range c.seqs {
 		st.Tokens += int(s.len)
 	}
+	st.Spill = c.spillStats()
 	return st
 }
 
@@ -308,7 +394,7 @@ func (c *Cache) takePage() int32 {
 	p := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
 	c.ref[p] = 1
-	if c.k[0][p] == nil {
+	if c.k[0][p] == nil && c.res == nil {
 		buf := make([]float32, 2*c.o.Layers*c.pageF)
 		for l := range c.k {
 			c.k[l][p] = buf[:c.pageF:c.pageF]
@@ -324,12 +410,18 @@ func (c *Cache) release(p int32) {
 	c.ref[p]--
 	if c.ref[p] == 0 {
 		c.free = append(c.free, p)
+		if c.res != nil {
+			c.dropFrames(p)
+		}
 	}
 }
 
 // appendPage adds page p at the end of s. c.mu held.
 func (c *Cache) appendPage(s *seqState, p int32) {
 	s.pages = append(s.pages, p)
+	if c.res != nil {
+		return
+	}
 	for l := range s.kp {
 		s.kp[l] = append(s.kp[l], c.k[l][p])
 		s.vp[l] = append(s.vp[l], c.v[l][p])
@@ -339,6 +431,9 @@ func (c *Cache) appendPage(s *seqState, p int32) {
 // setPage replaces the i-th page of s by p. c.mu held.
 func (c *Cache) setPage(s *seqState, i int, p int32) {
 	s.pages[i] = p
+	if c.res != nil {
+		return
+	}
 	for l := range s.kp {
 		s.kp[l][i] = c.k[l][p]
 		s.vp[l][i] = c.v[l][p]
@@ -351,6 +446,9 @@ func (c *Cache) shrink(s *seqState, n int) {
 		c.release(s.pages[i])
 	}
 	s.pages = s.pages[:n]
+	if c.res != nil {
+		return
+	}
 	for l := range s.kp {
 		clear(s.kp[l][n:])
 		clear(s.vp[l][n:])
@@ -360,19 +458,27 @@ func (c *Cache) shrink(s *seqState, n int) {
 }
 
 // unshare makes page i of s private, copying it if another sequence holds it.
-// The caller has checked that a free page exists. c.mu held.
-func (c *Cache) unshare(s *seqState, i int) {
+// The caller has checked that a free page exists. Under a budget the copy
+// goes layer by layer through pinned frames and may fail reading one back;
+// then page i is left shared as it was. c.mu held.
+func (c *Cache) unshare(s *seqState, i int) error {
 	old := s.pages[i]
 	if c.ref[old] == 1 {
-		return
+		return nil
 	}
 	p := c.takePage()
 	for l := range c.k {
-		copy(c.k[l][p], c.k[l][old])
-		copy(c.v[l][p], c.v[l][old])
+		if c.res == nil {
+			copy(c.k[l][p], c.k[l][old])
+			copy(c.v[l][p], c.v[l][old])
+		} else if err := c.copyFrame(l, old, p); err != nil {
+			c.release(p)
+			return fmt.Errorf("kvcache: copy-on-write of page %d of sequence %d: %w", i, s.id, err)
+		}
 	}
 	c.ref[old]--
 	c.setPage(s, i, p)
+	return nil
 }
 
 // shared reports whether page i of s is held by another sequence. c.mu held.
@@ -606,16 +712,24 @@ func (c *Cache) compact(s *seqState, base int32, src []int32) error {
 			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, s.id, need, len(c.free))
 		}
 		for i := lo; i < hi; i++ {
-			c.unshare(s, i)
+			if err := c.unshare(s, i); err != nil {
+				return err
+			}
 		}
-		rowF := c.rowF
-		for i := first; i < len(src); i++ {
-			from, dst := src[i], base+int32(i)
-			sp, so := from/c.pt, int(from%c.pt)*rowF
-			dp, do := dst/c.pt, int(dst%c.pt)*rowF
-			for l := range s.kp {
-				copy(s.kp[l][dp][do:do+rowF], s.kp[l][sp][so:so+rowF])
-				copy(s.vp[l][dp][do:do+rowF], s.vp[l][sp][so:so+rowF])
+		if c.res != nil {
+			if err := c.moveRows(s, base, src[first:], first); err != nil {
+				return err
+			}
+		} else {
+			rowF := c.rowF
+			for i := first; i < len(src); i++ {
+				from, dst := src[i], base+int32(i)
+				sp, so := from/c.pt, int(from%c.pt)*rowF
+				dp, do := dst/c.pt, int(dst%c.pt)*rowF
+				for l := range s.kp {
+					copy(s.kp[l][dp][do:do+rowF], s.kp[l][sp][so:so+rowF])
+					copy(s.vp[l][dp][do:do+rowF], s.vp[l][sp][so:so+rowF])
+				}
 			}
 		}
 	}
@@ -623,6 +737,51 @@ func (c *Cache) compact(s *seqState, base int32, src []int32) error {
 	s.lastValid = false
 	s.tree.close()
 	c.shrink(s, c.pagesFor(newLen))
+	return nil
+}
+
+// moveRows is compact's copy under a budget: row src[j] moves to slot
+// base+first+j, layer by layer, pinning at most a source and a destination
+// frame at a time. A failed read back leaves the sequence as it was in the
+// layers not yet moved, and the error is returned (the caller drops the
+// sequence's request). c.mu held.
+func (c *Cache) moveRows(s *seqState, base int32, src []int32, first int) error {
+	rowF := c.rowF
+	for l := range c.o.Layers {
+		sp, dp := int32(-1), int32(-1) // pinned page indices of s
+		unpin := func() {
+			if dp >= 0 && dp != sp {
+				c.unpin(l, s.pages[dp])
+			}
+			if sp >= 0 {
+				c.unpin(l, s.pages[sp])
+			}
+			sp, dp = -1, -1
+		}
+		for j, from := range src {
+			to := base + int32(first+j)
+			fp, tp := from/c.pt, to/c.pt
+			if fp != sp || tp != dp {
+				unpin()
+				if err := c.pin(l, s.pages[fp], fp == tp); err != nil {
+					return fmt.Errorf("kvcache: commit sequence %d: %w", s.id, err)
+				}
+				sp = fp
+				if tp != fp {
+					if err := c.pin(l, s.pages[tp], true); err != nil {
+						unpin()
+						return fmt.Errorf("kvcache: commit sequence %d: %w", s.id, err)
+					}
+				}
+				dp = tp
+			}
+			so, do := int(from%c.pt)*rowF, int(to%c.pt)*rowF
+			kd, vd, ks, vs := c.k[l][s.pages[tp]], c.v[l][s.pages[tp]], c.k[l][s.pages[fp]], c.v[l][s.pages[fp]]
+			copy(kd[do:do+rowF], ks[so:so+rowF])
+			copy(vd[do:do+rowF], vs[so:so+rowF])
+		}
+		unpin()
+	}
 	return nil
 }
 

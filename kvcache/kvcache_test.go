@@ -1028,7 +1028,19 @@ func TestPutPanicsOnBadLength(t *testing.T) {
 // goroutines, each overlapping its passes with the others (run with -race).
 func TestConcurrentPasses(t *testing.T) {
 	const workers, steps = 4, 60
-	c := mustNew(t, Options{Layers: 3, KVHeads: 2, HeadDim: 4, PageTokens: 4, MaxTokens: workers * steps})
+	o := Options{Layers: 3, KVHeads: 2, HeadDim: 4, PageTokens: 4, MaxTokens: workers * steps}
+	t.Run("unbounded", func(t *testing.T) { concurrentPasses(t, o) })
+	// Under a budget of 100 of the 180 frames: passes of the four
+	// sequences pin at most 4×15 frames per layer, the other 36 are
+	// ristretto's, the rest goes through the spill file.
+	o.Budget, o.PassFrames, o.SpillDir = 100*4*2*8*4, 64, t.TempDir()
+	t.Run("budget", func(t *testing.T) { concurrentPasses(t, o) })
+}
+
+func concurrentPasses(t *testing.T, o Options) {
+	const workers, steps = 4, 60
+	c := mustNew(t, o)
+	defer c.Close()
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -1089,6 +1101,9 @@ func TestConcurrentPasses(t *testing.T) {
 		}
 	}
 	checkInvariants(t, c)
+	if sp := c.Stats().Spill; o.Budget > 0 && (sp.Spills == 0 || sp.Reloads == 0 || sp.Resident > sp.Frames) {
+		t.Errorf("under a budget of %d frames: %+v", sp.Frames, sp)
+	}
 }
 
 // TestDecodeNoAllocs: once the pool's pages are allocated, a decode step

@@ -46,6 +46,16 @@ type Pass struct {
 	runs    []Run
 	runMask []kernels.Mask
 	layers  []Layer
+
+	// Under a budget: the frames reserved at Begin, the layer whose frames
+	// are pinned (-1: none), per entry that layer's page buffers, the pages
+	// pinned, and the first error pinning one (End then aborts).
+	need   int
+	cur    int
+	bk, bv [][][]float32
+	pinned []int32
+	err    error
+	poison []float32 // stands in for a frame that could not be read back
 }
 
 // Run is a maximal block of consecutive batch rows of one sequence: the unit of
@@ -166,6 +176,7 @@ func (c *Cache) getPass(n int) *Pass {
 	p.mask.Hi = resize(p.mask.Hi, n)
 	p.mask.TreeBase = resize(p.mask.TreeBase, n)
 	p.mask.Tree = nil
+	p.need, p.cur, p.err = 0, -1, nil
 	return p
 }
 
@@ -246,6 +257,18 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 	if need > len(c.free) {
 		return fail(fmt.Errorf("%w: batch of %d rows needs %d pages, %d of %d free", ErrFull, len(b.Seq), need, len(c.free), len(c.ref)))
 	}
+	if r := c.res; r != nil {
+		frames := 0
+		for _, e := range p.entries {
+			frames += c.pagesFor(e.base + e.count)
+		}
+		if room := r.passCap - copyFrames - r.reserved; frames > room {
+			return fail(fmt.Errorf("%w: batch of %d rows needs %d KV frames per layer (%d bytes) under the budget of %d bytes, which lets passes pin %d (%d reserved by passes in flight)",
+				ErrFull, len(b.Seq), frames, int64(frames)*r.frameBytes(), c.o.Budget, r.passCap-copyFrames, r.reserved))
+		}
+		r.reserved += frames
+		p.need = frames
+	}
 
 	// Commit point: nothing below fails.
 	for i := range p.entries {
@@ -256,9 +279,17 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 		if e.base%c.pt != 0 && c.shared(e.s, e.pages-1) {
 			// Copy the shared tail page, but keep holding the original until
 			// End so that Abort can put it back.
-			e.cow = e.s.pages[e.pages-1]
-			c.unshare(e.s, e.pages-1)
-			c.ref[e.cow]++
+			old := e.s.pages[e.pages-1]
+			if err := c.unshare(e.s, e.pages-1); err != nil {
+				// Under a budget a frame could not be read back: the
+				// pass goes on sharing the page and fails at End.
+				if p.err == nil {
+					p.err = err
+				}
+			} else {
+				e.cow = old
+				c.ref[e.cow]++
+			}
 		}
 		for range c.pagesFor(e.base+e.count) - e.pages {
 			c.appendPage(e.s, c.takePage())
@@ -497,7 +528,13 @@ func (p *Pass) End() error {
 	if !p.live {
 		return ErrEnded
 	}
+	if p.err != nil {
+		err := p.err
+		p.abort()
+		return err
+	}
 	p.live = false
+	p.unpinLayer()
 	for i := range p.entries {
 		e := &p.entries[i]
 		s := e.s
@@ -540,7 +577,14 @@ func (p *Pass) Abort() {
 	if !p.live {
 		return
 	}
+	p.abort()
+}
+
+// abort is Abort with c.mu held and p live.
+func (p *Pass) abort() {
+	c := p.c
 	p.live = false
+	p.unpinLayer()
 	for i := range p.entries {
 		e := &p.entries[i]
 		s := e.s
@@ -565,7 +609,8 @@ func (p *Pass) Abort() {
 
 // Put stores the keys and values of all rows of the batch for this layer: k and
 // v hold, in batch order, KVHeads*HeadDim floats per row. It takes no
-// cache-wide lock. It panics if the lengths do not match the batch (a
+// cache-wide lock, except under a budget when it moves the pass to this
+// layer (see Layer.pages). It panics if the lengths do not match the batch (a
 // programming error, like a bad copy bound).
 func (l *Layer) Put(k, v []float32) {
 	p := l.p
@@ -575,24 +620,107 @@ func (l *Layer) Put(k, v []float32) {
 	}
 	pt := p.c.pt
 	for i, slot := range p.slots {
-		s := p.entries[p.rowEnt[i]].s
+		kp, vp := l.pages(int(p.rowEnt[i]))
 		off := int(slot%pt) * rowF
-		copy(s.kp[l.l][slot/pt][off:off+rowF], k[i*rowF:(i+1)*rowF])
-		copy(s.vp[l.l][slot/pt][off:off+rowF], v[i*rowF:(i+1)*rowF])
+		copy(kp[slot/pt][off:off+rowF], k[i*rowF:(i+1)*rowF])
+		copy(vp[slot/pt][off:off+rowF], v[i*rowF:(i+1)*rowF])
+	}
+}
+
+// pages is entry i's page buffers for this layer. Under a budget they are
+// the pinned frames of the layer the pass is at; moving to another layer
+// unpins the last one's and pins (reading back where needed) this one's.
+// It takes the cache's lock only when the layer changes.
+func (l *Layer) pages(i int) (k, v [][]float32) {
+	p := l.p
+	if p.c.res == nil {
+		s := p.entries[i].s
+		return s.kp[l.l], s.vp[l.l]
+	}
+	if p.cur != l.l {
+		p.pinLayer(l.l)
+	}
+	return p.bk[i], p.bv[i]
+}
+
+// pinLayer unpins the frames of the layer the pass is at and pins layer l's
+// for every page of its sequences. A frame that cannot be read back is
+// replaced by zeros and fails the pass at End.
+func (p *Pass) pinLayer(l int) {
+	c := p.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.unpinLayer()
+	p.cur = l
+	if cap(p.bk) < len(p.entries) {
+		p.bk = make([][][]float32, len(p.entries))
+		p.bv = make([][][]float32, len(p.entries))
+	}
+	p.bk, p.bv = p.bk[:len(p.entries)], p.bv[:len(p.entries)]
+	for i := range p.entries {
+		e := &p.entries[i]
+		n := c.pagesFor(e.base + e.count)
+		bk, bv := p.bk[i][:0], p.bv[i][:0]
+		for j, pg := range e.s.pages[:n] {
+			// Pages from the one holding the first new row on are written.
+			write := int32(j) >= e.base/c.pt
+			err := p.err // after a failure nothing more is pinned: the pass only runs to End
+			if err == nil {
+				if err = c.pin(l, pg, write); err != nil {
+					p.err = fmt.Errorf("kvcache: layer %d of sequence %d: %w", l, e.s.id, err)
+				}
+			}
+			if err != nil {
+				if p.poison == nil {
+					p.poison = make([]float32, c.pageF)
+				}
+				clear(p.poison)
+				bk, bv = append(bk, p.poison), append(bv, p.poison)
+				continue
+			}
+			p.pinned = append(p.pinned, pg)
+			bk, bv = append(bk, c.k[l][pg]), append(bv, c.v[l][pg])
+		}
+		p.bk[i], p.bv[i] = bk, bv
+	}
+}
+
+// unpinLayer unpins what pinLayer pinned and gives back the reservation
+// once the pass is over. c.mu held.
+func (p *Pass) unpinLayer() {
+	c := p.c
+	if c.res == nil {
+		return
+	}
+	for _, pg := range p.pinned {
+		c.unpin(p.cur, pg)
+	}
+	p.pinned = p.pinned[:0]
+	for i := range p.bk {
+		clear(p.bk[i])
+		clear(p.bv[i])
+	}
+	p.cur = -1
+	if !p.live {
+		c.res.reserved -= p.need
+		p.need = 0
 	}
 }
 
 // View returns seq's pages for this layer, including this pass's rows; Len is
 // the number of slots in use after the pass. A sequence that is not in the pass
-// gives an empty KV. It takes no cache-wide lock.
+// gives an empty KV. It takes no cache-wide lock, except under a budget when
+// it moves the pass to this layer. Under a budget the pages are valid until
+// the pass moves to another layer or ends.
 func (l *Layer) View(seq int32) kernels.KV {
 	for i := range l.p.entries {
 		e := &l.p.entries[i]
 		if e.s.id == seq {
 			n := l.p.c.pagesFor(e.base + e.count)
+			kp, vp := l.pages(i)
 			return kernels.KV{
-				K:          e.s.kp[l.l][:n],
-				V:          e.s.vp[l.l][:n],
+				K:          kp[:n],
+				V:          vp[:n],
 				PageTokens: int(l.p.c.pt),
 				Len:        int(e.base + e.count),
 			}

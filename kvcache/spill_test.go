@@ -7,7 +7,7 @@ import (
 )
 
 // Every frame spilled comes back bit for bit, in any order, with
-// overwrites; the counts of frames written and read back match and none is
+// overwrites in place; the counts of frames written and read back match and none is
 // left in the file or lost.
 func TestSpillRoundTrip(t *testing.T) {
 	const frame, layers, pages = 2 * 16 * 32, 5, 64
@@ -46,7 +46,8 @@ func TestSpillRoundTrip(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				continue
 			}
-			ok, err := s.get(k.layer, k.page, got)
+			ok, err := s.read(k.layer, k.page, got)
+			s.drop(k.layer, k.page)
 			if err != nil || !ok {
 				t.Fatalf("frame %v: %v %v", k, ok, err)
 			}
@@ -60,16 +61,18 @@ func TestSpillRoundTrip(t *testing.T) {
 		}
 	}
 	for k, x := range want {
-		if ok, err := s.get(k.layer, k.page, got); err != nil || !ok || math.Float32bits(got[0]) != math.Float32bits(x[0]) {
+		ok, err := s.read(k.layer, k.page, got)
+		if err != nil || !ok || math.Float32bits(got[0]) != math.Float32bits(x[0]) {
 			t.Fatalf("frame %v lost: %v %v", k, ok, err)
 		}
+		s.drop(k.layer, k.page)
 		read++
 	}
 	if s.held() != 0 || s.spills != wrote || s.reloads != read {
 		t.Errorf("held %d, spills %d (wrote %d), reloads %d (read %d)", s.held(), s.spills, wrote, s.reloads, read)
 	}
-	if ok, _ := s.get(0, 0, got); ok {
-		t.Error("a frame read back twice")
+	if ok, _ := s.read(0, 0, got); ok {
+		t.Error("a dropped frame read back")
 	}
 	if s.end > int64(layers*pages)*s.frameBytes {
 		t.Errorf("file grew to %d bytes for at most %d frames", s.end, layers*pages)

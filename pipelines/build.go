@@ -13,9 +13,11 @@ import (
 )
 
 // SchedOptions maps the scheduler stage's params onto the scheduler's options.
-// Context and PageTokens come from [model] (0 = the model's context).
+// Context and PageTokens come from [model] (0 = the model's context), the
+// KV budget from [cache].
 func (p *Pipeline) SchedOptions() sched.Options {
-	o := sched.Options{Context: p.Model.Context, PageTokens: p.Model.PageTokens, MaxSeqs: 1}
+	o := sched.Options{Context: p.Model.Context, PageTokens: p.Model.PageTokens, MaxSeqs: 1,
+		KVBudget: p.Cache.KVBudget, SpillDir: p.Cache.SpillDir}
 	if s, ok := p.StageOfKind(KindScheduler); ok {
 		ps := s.Params.(*SchedulerParams)
 		o.MaxSeqs, o.PrefillChunk, o.MaxBatchTokens = ps.MaxInFlight, ps.PrefillChunk, ps.MaxBatchTokens

@@ -52,6 +52,7 @@ func (r *Registry) Load(path string) (*Pipeline, error) {
 	dir := filepath.Dir(path)
 	p.Model.Path = resolve(dir, p.Model.Path)
 	p.Model.Tokenizer = resolve(dir, p.Model.Tokenizer)
+	p.Cache.SpillDir = resolve(dir, p.Cache.SpillDir)
 	if p.Draft != nil {
 		p.Draft.Path = resolve(dir, p.Draft.Path)
 		p.Draft.Tokenizer = resolve(dir, p.Draft.Tokenizer)
@@ -87,7 +88,13 @@ type fileTOML struct {
 	Timeout     toml.Primitive `toml:"timeout"`
 	Model       toml.Primitive `toml:"model"`
 	Draft       toml.Primitive `toml:"draft"`
+	Cache       toml.Primitive `toml:"cache"`
 	Stage       toml.Primitive `toml:"stage"`
+}
+
+type cacheTOML struct {
+	KVBudget any    `toml:"kv_budget"` // "64MiB", or an integer of bytes
+	SpillDir string `toml:"spill_dir"`
 }
 
 type modelTOML struct {
@@ -183,6 +190,12 @@ func (l *loader) parse() *Pipeline {
 					l.unknownKey("", l.ix.keyLine(path), path)
 				}
 			}
+		case "cache":
+			if m, ok := raw[k].(map[string]any); ok {
+				for _, path := range unknownKeys([]string{k}, m, reflect.TypeFor[cacheTOML]()) {
+					l.unknownKey("", l.ix.keyLine(path), path)
+				}
+			}
 		default:
 			l.unknownKey("", l.ix.keyLine([]string{k}), []string{k})
 		}
@@ -205,6 +218,9 @@ func (l *loader) parse() *Pipeline {
 	if _, ok := raw["draft"]; ok {
 		d := l.model("draft", top.Draft)
 		p.Draft = &d
+	}
+	if _, ok := raw["cache"]; ok {
+		p.Cache = l.cache(top.Cache)
 	}
 	p.Stages = l.stages(raw["stage"], top.Stage)
 	if len(l.errs) == 0 {
@@ -340,23 +356,7 @@ func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 	default:
 		bad("tier", fmt.Sprintf("%q is not a tier; want %q, %q, %q or %q", m.Tier, TierAuto, TierRAM, TierMmap, TierSSD))
 	}
-	var budget int64
-	switch v := m.MemBudget.(type) {
-	case nil:
-	case string:
-		n, err := offload.ParseBytes(v)
-		if err != nil {
-			bad("mem_budget", strings.TrimPrefix(err.Error(), "offload: "))
-		}
-		budget = n
-	case int64:
-		if v < 0 {
-			bad("mem_budget", fmt.Sprintf("%d is negative; want ≥ 0 (0 = none)", v))
-		}
-		budget = v
-	default:
-		bad("mem_budget", fmt.Sprintf(`got %s; want a size such as "512MiB" or "2GB", or an integer of bytes`, tomlTypeName(v)))
-	}
+	budget := byteSize(m.MemBudget, func(msg string) { bad("mem_budget", msg) })
 	for _, f := range []struct {
 		key string
 		v   int
@@ -375,6 +375,46 @@ func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 	}
 	return ModelSpec{Path: m.Path, Tokenizer: m.Tokenizer, Tier: m.Tier, Threads: m.Threads, Context: m.Context,
 		PageTokens: m.PageTokens, MemBudget: budget}
+}
+
+// byteSize reads a size key: a string with a unit or an integer of bytes
+// (nil = 0); bad reports a problem.
+func byteSize(v any, bad func(msg string)) int64 {
+	switch v := v.(type) {
+	case nil:
+	case string:
+		n, err := offload.ParseBytes(v)
+		if err != nil {
+			bad(strings.TrimPrefix(err.Error(), "offload: "))
+		}
+		return n
+	case int64:
+		if v < 0 {
+			bad(fmt.Sprintf("%d is negative; want ≥ 0 (0 = none)", v))
+			return 0
+		}
+		return v
+	default:
+		bad(fmt.Sprintf(`got %s; want a size such as "512MiB" or "2GB", or an integer of bytes`, tomlTypeName(v)))
+	}
+	return 0
+}
+
+// cache decodes the [cache] table.
+func (l *loader) cache(prim toml.Primitive) CacheSpec {
+	var c cacheTOML
+	if err := l.md.PrimitiveDecode(prim, &c); err != nil {
+		key, line, msg := decodeErr(err)
+		if line == 0 {
+			line = l.ix.keyLine(strings.Split(key, "."))
+		}
+		l.add(&Error{Line: line, Kind: ErrInvalid, Cause: err, Msg: key + ": " + msg})
+		return CacheSpec{}
+	}
+	budget := byteSize(c.KVBudget, func(msg string) {
+		l.add(&Error{Line: l.ix.keyLine([]string{"cache", "kv_budget"}), Kind: ErrInvalid, Msg: "cache.kv_budget: " + msg})
+	})
+	return CacheSpec{KVBudget: budget, SpillDir: c.SpillDir}
 }
 
 // stages decodes every [[stage]]; raw is the generic value of "stage".

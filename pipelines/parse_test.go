@@ -506,6 +506,24 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:3: model.mem_budget: got boolean true; want a size such as "512MiB" or "2GB", or an integer of bytes`,
 		},
 		{
+			name: "kv budget unit typo",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_budget = \"64MB_\""),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: cache.kv_budget: byte size "64MB_": unknown unit "MB_" (want B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)`,
+		},
+		{
+			name: "negative kv budget",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_budget = -4096"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: cache.kv_budget: -4096 is negative; want ≥ 0 (0 = none)`,
+		},
+		{
+			name: "unknown cache key",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_bugdet = \"1MiB\""),
+			kind: ErrUnknownKey,
+			want: `pipelines: t.toml:3: unknown key cache.kv_bugdet`,
+		},
+		{
 			name: "bad tier",
 			src:  edit(t, `name = "t"`, "name = \"t\"\n[model]\ntier = \"disk\""),
 			kind: ErrInvalid,
@@ -764,6 +782,25 @@ func TestParseManyProblems(t *testing.T) {
 	last := errs[len(errs)-1].Error()
 	if !strings.HasSuffix(last, "more problems not shown") || !errors.Is(errs[len(errs)-1], ErrUnknownKey) {
 		t.Errorf("last error = %q", last)
+	}
+}
+
+func TestKVBudget(t *testing.T) {
+	for src, want := range map[string]CacheSpec{
+		`kv_budget = "64MiB"`:                          {KVBudget: 64 << 20},
+		`kv_budget = 524288`:                           {KVBudget: 512 << 10},
+		"kv_budget = \"1.5MiB\"\nspill_dir = \"/tmp\"": {KVBudget: 3 << 19, SpillDir: "/tmp"},
+	} {
+		p, err := Parse([]byte(edit(t, `name = "t"`, "name = \"t\"\n[cache]\n"+src)), "t.toml")
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if p.Cache != want {
+			t.Errorf("%s: [cache] %+v, want %+v", src, p.Cache, want)
+		}
+		if o := p.SchedOptions(); o.KVBudget != want.KVBudget || o.SpillDir != want.SpillDir {
+			t.Errorf("%s: scheduler options %+v", src, o)
+		}
 	}
 }
 

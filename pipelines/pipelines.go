@@ -110,7 +110,9 @@ type Pipeline struct {
 	// Draft is the [draft] table: the draft model of speculative decoding
 	// (same keys as [model]; context and page_tokens follow [model]). nil
 	// when the file has none.
-	Draft  *ModelSpec
+	Draft *ModelSpec
+	// Cache is the [cache] table: the KV cache's memory budget.
+	Cache  CacheSpec
 	Stages []StageSpec // in file order, which is the order of the chain
 	Source string      // file path, or "<preset greedy>"
 
@@ -151,6 +153,18 @@ type ModelSpec struct {
 	// MemBudget bounds resident weight bytes; 0 = none. The file's
 	// mem_budget takes units ("512MiB", "2GB") or an integer of bytes.
 	MemBudget int64
+}
+
+// CacheSpec is the [cache] table; the zero value is "not given".
+type CacheSpec struct {
+	// KVBudget bounds the KV-cache bytes resident in memory; 0 = none.
+	// Pages beyond it live in a spill file and are read back when a step
+	// needs them (never dropped). The file's kv_budget takes units
+	// ("64MiB") or an integer of bytes.
+	KVBudget int64
+	// SpillDir is the directory of the spill file; "" = the system's temp
+	// directory. Resolved like ModelSpec.Path.
+	SpillDir string
 }
 
 // Tiers a ModelSpec may name.

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 )
@@ -46,6 +47,13 @@ type Options struct {
 	// that a verifying pass holds until it commits one path (their positions
 	// stay within Context; their slots need not).
 	Headroom int
+	// KVBudget bounds the KV-cache bytes resident in memory (kv_budget);
+	// 0 = none. Pages beyond it go to a spill file in SpillDir ("" = the
+	// system's temp directory) and come back when a step needs them. A
+	// step then holds only the sessions whose pages (one layer at a time)
+	// fit the budget's pass share, oldest first; the others wait.
+	KVBudget int64
+	SpillDir string
 }
 
 // ErrClosed is returned by Admit after Close, and is the error of sessions
@@ -71,6 +79,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("sched: max_batch_tokens = %d is less than max_in_flight = %d: every generating sequence needs its row in each step", o.MaxBatchTokens, o.MaxSeqs)
 	case o.Context < 1:
 		return fmt.Errorf("sched: context = %d, want ≥ 1", o.Context)
+	case o.KVBudget < 0:
+		return fmt.Errorf("sched: kv_budget = %d, want ≥ 0 (0 = none)", o.KVBudget)
 	}
 	return nil
 }
@@ -150,11 +160,17 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	kv, err := kvcache.New(kvcache.Options{
+	ko := kvcache.Options{
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
 		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
 		Window: a.SlidingWindow,
-	})
+	}
+	if o.KVBudget > 0 {
+		if err := budgetOptions(&ko, o); err != nil {
+			return nil, err
+		}
+	}
+	kv, err := kvcache.New(ko)
 	if err != nil {
 		return nil, fmt.Errorf("sched: max_in_flight = %d × context = %d: %w", o.MaxSeqs, o.Context, err)
 	}
@@ -169,6 +185,32 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 		s.freeKV = append(s.freeKV, int32(i))
 	}
 	return s, nil
+}
+
+// budgetOptions sets the KV cache's budget from o.KVBudget: the pass share
+// is half the budget's frames, or what one step of a single session at its
+// full context needs if that is more; a budget that cannot hold even that is
+// an error naming the minimum. A budget that holds every page is none.
+func budgetOptions(ko *kvcache.Options, o Options) error {
+	pt := int64(ko.PageTokens)
+	if pt == 0 {
+		pt = 16 // the cache's default
+	}
+	frameBytes := 2 * pt * int64(ko.KVHeads) * int64(ko.HeadDim) * 4
+	pagesPerSeq := (int64(ko.MaxSeqLen) + pt - 1) / pt
+	total := pagesPerSeq * int64(o.MaxSeqs) * int64(ko.Layers) // every frame of every sequence
+	if o.KVBudget >= total*frameBytes {
+		return nil // everything fits: no spill file
+	}
+	frames := o.KVBudget / frameBytes
+	minFrames := pagesPerSeq + 2 // one layer of one full sequence, and two frames for copies
+	if frames < minFrames {
+		return fmt.Errorf("sched: kv_budget = %d bytes (%s) is below one step's need: a step of one sequence of %d tokens pins %d KV pages of one layer (%d bytes each: %d tokens × %d KV heads × %d dims × K and V × 4 bytes) plus 2 for copies; the minimum is %d bytes (%s)",
+			o.KVBudget, offload.FormatBytes(o.KVBudget), ko.MaxSeqLen, pagesPerSeq, frameBytes, pt, ko.KVHeads, ko.HeadDim, minFrames*frameBytes, offload.FormatBytes(minFrames*frameBytes))
+	}
+	ko.Budget, ko.SpillDir = o.KVBudget, o.SpillDir
+	ko.PassFrames = int(min(max(frames/2, minFrames), frames))
+	return nil
 }
 
 // Options returns the options with defaults filled in.
@@ -368,6 +410,20 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 	// One LoRA adapter per pass: the oldest session's.
 	adapter := live[0].Req.Adapter
 	budget := s.o.MaxBatchTokens
+	// Under a KV budget a pass pins one layer of its sequences' pages: take
+	// sessions, oldest first, while theirs fit (the oldest always does).
+	frames := s.KV.MaxPassFrames()
+	fits := func(q *session.Session, n int) bool {
+		if frames < 0 {
+			return true
+		}
+		need := s.KV.PassNeed(q.Cached + n + s.o.Headroom)
+		if need > frames {
+			return false
+		}
+		frames -= need
+		return true
+	}
 	add := func(q *session.Session, n int) {
 		sp := Span{S: q, Start: b.Len(), Len: n, Out: -1}
 		end := q.Cached + n
@@ -386,13 +442,15 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 	}
 	// Decode rows first, so generating sessions never wait on prompts.
 	for _, q := range live {
-		if q.Req.Adapter == adapter && q.Pending() == 1 && budget > 0 {
+		if q.Req.Adapter == adapter && q.Pending() == 1 && budget > 0 && fits(q, 1) {
 			add(q, 1)
 		}
 	}
 	for _, q := range live {
 		if q.Req.Adapter == adapter && q.Pending() > 1 && budget > 0 {
-			add(q, min(q.Pending(), s.o.PrefillChunk, budget))
+			if n := min(q.Pending(), s.o.PrefillChunk, budget); fits(q, n) {
+				add(q, n)
+			}
 		}
 	}
 	st.State.Adapter = adapter

@@ -468,7 +468,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"sluice_queue_depth 0", "sluice_running_sequences 0", "sluice_kv_pages_in_use 0", "sluice_kv_pages ",
+	for _, m := range []string{"sluice_queue_depth 0", "sluice_running_sequences 0", "sluice_kv_pages_in_use 0", "sluice_kv_pages ", "sluice_kv_frames_resident 0", "sluice_kv_frame_misses_total 0", "sluice_kv_spill_read_bytes_total 0",
 		"sluice_steps_total ", "sluice_generation_tokens_total 4", "sluice_prompt_tokens_total ", `sluice_http_requests_total{code="200",endpoint="completions"} 1`} {
 		if !strings.Contains(string(b), m) {
 			t.Fatalf("metrics lack %q:\n%s", m, b)

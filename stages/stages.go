@@ -92,10 +92,12 @@ func (s *Schedule) Process(ctx context.Context, st *sched.Step, emit graph.Emit[
 }
 
 // forward runs fn unless an earlier stage failed the step. A failure marks
-// the step, so its sessions fail at Sample and the engine goes on.
-func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], fn func(*model.State) error) error {
+// the step, so its sessions fail at Sample and the engine goes on. A memory
+// fault reading mapped weights (a model file truncated under the mmap tier)
+// is such a failure too, naming file, tensor and offset (offload.Guard).
+func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], store offload.Store, fn func(*model.State) error) error {
 	if st.Err == nil {
-		if err := fn(st.State); err != nil {
+		if err := offload.Guard(store, func() error { return fn(st.State) }); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -113,7 +115,7 @@ func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sc
 	if err := s.E.Sched.Reserve(ctx, st); err != nil {
 		return err
 	}
-	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
+	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
 
 // Layers runs a run of consecutive transformer blocks. Before each block
@@ -133,7 +135,7 @@ func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*s
 	if all == nil {
 		all = s.Blocks
 	}
-	return forward(ctx, st, emit, func(ms *model.State) error {
+	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error {
 		for _, b := range s.Blocks {
 			if s.Ahead > 0 && len(all) > 0 {
 				s.E.Store.Prefetch(all[(b.Index()+s.Ahead)%len(all)].Weights()...)
@@ -150,7 +152,7 @@ func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*s
 type Head struct{ E *Env }
 
 func (s *Head) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	return forward(ctx, st, emit, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
+	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
 }
 
 // DraftTree grows the drafts of the step's generating sessions with the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
@@ -47,6 +48,8 @@ type benchReport struct {
 	Spec *specReport `json:"spec,omitempty"`
 	// Offload is the ssd tier's traffic (absent for ram and mmap).
 	Offload *offloadReport `json:"offload,omitempty"`
+	// KV is what the KV budget did over all runs (--kv-budget).
+	KV *kvReport `json:"kv_spill,omitempty"`
 }
 
 type offloadReport struct {
@@ -64,6 +67,32 @@ type offloadReport struct {
 	DiskDirect      bool    `json:"disk_read_direct,omitempty"`
 	// BoundTokS is the decode rate the disk allows: bandwidth / bytes streamed per token.
 	BoundTokS float64 `json:"disk_bound_tok_s,omitempty"`
+}
+
+// kvReport counts frames (one layer of one KV page) over all runs.
+type kvReport struct {
+	Budget         int64 `json:"budget_bytes"`
+	FrameBytes     int64 `json:"frame_bytes"`
+	Frames         int   `json:"frames"`      // the budget holds in memory
+	PassFrames     int   `json:"pass_frames"` // of which a step may pin
+	Hits           int64 `json:"hits"`
+	Misses         int64 `json:"misses"`
+	Spills         int64 `json:"spills"`
+	Reloads        int64 `json:"reloads"`
+	BytesWritten   int64 `json:"bytes_written"`
+	BytesRead      int64 `json:"bytes_read"`
+	CleanEvictions int64 `json:"clean_evictions"`
+}
+
+func (k *kvReport) add(s kvcache.SpillStats) {
+	k.Budget, k.FrameBytes, k.Frames, k.PassFrames = s.Budget, s.FrameBytes, s.Frames, s.PassFrames
+	k.Hits += s.Hits
+	k.Misses += s.Misses
+	k.Spills += s.Spills
+	k.Reloads += s.Reloads
+	k.BytesWritten += s.BytesWritten
+	k.BytesRead += s.BytesRead
+	k.CleanEvictions += s.CleanEvictions
 }
 
 type specReport struct {
@@ -179,6 +208,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	busy := map[string]time.Duration{}
 	var total time.Duration
 	var off *offloadReport
+	var kv *kvReport
 	var st0 offload.Stats
 	var decodeTokens int
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
@@ -220,6 +250,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if err := eng.Drain(ctx); err != nil {
 			return err
+		}
+		if sp := eng.Stats().KV.Spill; sp.Budget > 0 {
+			if kv == nil {
+				kv = &kvReport{}
+			}
+			kv.add(sp)
 		}
 		if spec != nil {
 			ss := eng.SpecStats()
@@ -283,6 +319,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
 	r.Spec = spec
+	r.KV = kv
 	if off != nil {
 		st := l.Store.Stats()
 		// Streamed bytes per token over the runs after the first (prefill
@@ -339,6 +376,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if o.DiskBytesPerSec > 0 {
 			fmt.Fprintf(tw, "disk\t%s/s read (O_DIRECT %v): allows %.2f tok/s\n", offload.FormatBytes(int64(o.DiskBytesPerSec)), o.DiskDirect, o.BoundTokS)
 		}
+	}
+	if k := r.KV; k != nil {
+		fmt.Fprintf(tw, "kv budget\t%s: %d frames of %s, a step pins up to %d\n", offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
+		fmt.Fprintf(tw, "kv spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
+			k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
 	}
 	if sp := r.Spec; sp != nil {
 		fmt.Fprintf(tw, "spec %s\t%.2f tokens per target pass\t(%d target passes, %d draft passes, %d draft nodes, draft %.0f%% of the time)\n",

@@ -31,21 +31,29 @@ type modelFlags struct {
 	model, tok, tier     *string
 	threads, ctx, pageTk *int
 	budget               int64
+	kvBudget             int64
+	spillDir             *string
 }
 
 func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
 	m := &modelFlags{
-		fs:      fs,
-		model:   fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
-		tok:     fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
-		tier:    fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
-		threads: fs.Int("threads", 0, "kernel threads (default: all cores)"),
-		ctx:     fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
-		pageTk:  fs.Int("page-tokens", 0, "KV cache page size in tokens"),
+		fs:       fs,
+		model:    fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
+		tok:      fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
+		tier:     fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
+		threads:  fs.Int("threads", 0, "kernel threads (default: all cores)"),
+		ctx:      fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
+		pageTk:   fs.Int("page-tokens", 0, "KV cache page size in tokens"),
+		spillDir: fs.String("spill-dir", "", "directory of the KV spill file under --kv-budget (default: the system's temp directory)"),
 	}
 	fs.Func("mem-budget", "bound on resident weight `BYTES`, with a unit: 512MiB, 2GB, 1.5GiB (default: none)", func(s string) error {
 		n, err := offload.ParseBytes(s)
 		m.budget = n
+		return err
+	})
+	fs.Func("kv-budget", "bound on KV-cache `BYTES` in memory, with a unit: 64MiB, 1GB (default: none); pages beyond it go to a spill file and are read back when needed", func(s string) error {
+		n, err := offload.ParseBytes(s)
+		m.kvBudget = n
 		return err
 	})
 	return m
@@ -73,6 +81,12 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 	}
 	if set["mem-budget"] {
 		p.Model.MemBudget = m.budget
+	}
+	if set["kv-budget"] {
+		p.Cache.KVBudget = m.kvBudget
+	}
+	if set["spill-dir"] {
+		p.Cache.SpillDir = *m.spillDir
 	}
 }
 

@@ -51,6 +51,8 @@ func TestGenerateGolden(t *testing.T) {
 		{"bin-lily-tom", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-p", "Lily and Tom", "-n", "60"}, wantLily},
 		{"gguf-lily-tom", []string{"generate", "-m", gg, "--temp", "0", "-p", "Lily and Tom", "-n", "60"}, wantLily},
 		{"ram-tier", []string{"generate", "-m", gg, "--temp", "0", "-n", "256", "--tier", "ram", "--threads", "1"}, want256},
+		// 150 KiB of the 640 KiB the 512-token context needs: pages spill and come back.
+		{"kv-budget", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "256", "--kv-budget", "150KiB", "--spill-dir", t.TempDir()}, want256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, err := cli(t, "", tc.args...)
@@ -150,6 +152,7 @@ func TestBadInput(t *testing.T) {
 		{"bin without tokenizer", []string{"generate", "-m", bin, "--temp", "0"}, []string{"--tokenizer"}},
 		{"tokenizer does not fit", []string{"generate", "-m", bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "--temp", "0"}, []string{"tokenizer.bin", "512"}},
 		{"unknown architecture", []string{"generate", "-m", unknownArch, "--temp", "0"}, []string{"mamba.gguf", `unknown architecture "mamba"`}},
+		{"kv budget below one step", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--kv-budget", "64KiB"}, []string{"kv_budget = 65536 bytes", "the minimum is 139264 bytes"}},
 		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +166,20 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A --kv-budget with a unit typo is a usage error that names the flag and
+// the unit.
+func TestKVBudgetTypo(t *testing.T) {
+	_, stderr, err := cli(t, "", "generate", "-m", "x.gguf", "--kv-budget", "150KIB_")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{"-kv-budget", `unknown unit "KIB_"`} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q does not mention %q", stderr, w)
+		}
 	}
 }
 

@@ -1,0 +1,162 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// synthCtx is the tiny synthetic llama with a context of ctx tokens.
+func synthCtx(t testing.TB, ctx int) *model.Loaded {
+	t.Helper()
+	p, err := synth.LookupPreset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Context = ctx
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(f, synth.Options{Preset: p, DType: tensor.Q8_0, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return load(t, model.LoadOptions{Path: path, Threads: 2})
+}
+
+// kvRun is what one request produced: its tokens and a hash of the bits of
+// every row of logits it saw.
+type kvRun struct {
+	tokens []int32
+	logits []uint64
+}
+
+// runKV generates from every prompt to the full context, all in flight, with
+// the given KV budget (0 = none), and returns the outputs and the budget's
+// counters.
+func runKV(t *testing.T, l *model.Loaded, prompts [][]int32, budget int64) ([]kvRun, kvcache.SpillStats) {
+	t.Helper()
+	ctxLen := l.Model.Arch().Context
+	p := pipeline(t, 0, len(prompts), 64, ctxLen)
+	p.Scheduler().StopAtEOS = false
+	p.Cache.KVBudget, p.Cache.SpillDir = budget, t.TempDir()
+	e, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]kvRun, len(prompts))
+	var wg sync.WaitGroup
+	for i, pr := range prompts {
+		wg.Add(1)
+		req := sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Tokens: pr,
+			OnLogits: func(_ int32, lg []float32) {
+				h := fnv.New64a()
+				var b [4]byte
+				for _, x := range lg {
+					u := math.Float32bits(x)
+					b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+					h.Write(b[:])
+				}
+				out[i].logits = append(out[i].logits, h.Sum64())
+			}}
+		if err := e.Submit(context.Background(), req, func(r sluice.Result) {
+			if r.Err != nil {
+				t.Errorf("request %d: %v", i, r.Err)
+			}
+			out[i].tokens = r.Tokens
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	st := e.Stats()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.KV.PagesInUse != 0 {
+		t.Errorf("%d KV pages still in use after every request ended", st.KV.PagesInUse)
+	}
+	return out, st.KV.Spill
+}
+
+// Issue 10, must show 4: eight sequences of 512 tokens under a KV budget of
+// 10% of what they need give logits and tokens byte-identical to the
+// unbounded run; frames went to the spill file and came back, one read per
+// miss, and none is left behind. The short form has a 128-token context.
+func TestKVBudgetSpillIdentical(t *testing.T) {
+	ctx := 512
+	if testing.Short() {
+		ctx = 128
+	}
+	l := synthCtx(t, ctx)
+	a := l.Model.Arch()
+	rng := rand.New(rand.NewPCG(4, 5))
+	prompts := make([][]int32, 8)
+	for i := range prompts {
+		prompts[i] = make([]int32, 8+4*i)
+		for j := range prompts[i] {
+			prompts[i][j] = int32(rng.IntN(a.Vocab))
+		}
+	}
+	need := int64(len(prompts)) * int64(a.Context) * a.KVBytesPerToken()
+	want, none := runKV(t, l, prompts, 0)
+	if none.Budget != 0 || none.Spills != 0 {
+		t.Fatalf("unbounded run spilled: %+v", none)
+	}
+	got, sp := runKV(t, l, prompts, need/10)
+	t.Logf("KV need %d bytes, budget %d: %d frames of %d bytes (a step pins ≤ %d); %d hits, %d misses, %d frames spilled (%d bytes), %d reloaded (%d bytes), %d evicted clean",
+		need, sp.Budget, sp.Frames, sp.FrameBytes, sp.PassFrames-2, sp.Hits, sp.Misses, sp.Spills, sp.BytesWritten, sp.Reloads, sp.BytesRead, sp.CleanEvictions)
+	for i := range prompts {
+		if len(want[i].tokens) < a.Context {
+			t.Fatalf("request %d: %d tokens, want the full context %d", i, len(want[i].tokens), a.Context)
+		}
+		if !slices.Equal(got[i].tokens, want[i].tokens) {
+			t.Errorf("request %d: tokens differ under the budget", i)
+		}
+		if !slices.Equal(got[i].logits, want[i].logits) {
+			t.Errorf("request %d: logits differ under the budget (%d and %d rows)", i, len(got[i].logits), len(want[i].logits))
+		}
+	}
+	if sp.Budget != need/10 || sp.Spills == 0 || sp.Reloads == 0 || sp.Misses != sp.Reloads {
+		t.Errorf("under a budget of 10%%: %+v, want spills and reloads (one per miss)", sp)
+	}
+	if sp.Resident != 0 || sp.Spilled != 0 {
+		t.Errorf("after every sequence ended %d frames are in memory and %d in the spill file", sp.Resident, sp.Spilled)
+	}
+}
+
+// A budget below what one step of one full-context sequence pins is refused
+// when the engine is made, naming the budget and the minimum.
+func TestKVBudgetTooSmall(t *testing.T) {
+	l := synthCtx(t, 512)
+	p := pipeline(t, 0, 2, 64, 16)
+	p.Cache.KVBudget = 8192
+	_, err := sluice.New(l, sluice.Options{Pipeline: p})
+	if err == nil {
+		t.Fatal("New with an 8 KiB KV budget succeeded")
+	}
+	for _, s := range []string{"kv_budget = 8192 bytes", "below one step's need", "the minimum is 139264 bytes"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not say %q", err, s)
+		}
+	}
+}
