@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/sluicehq/sluice/format/gguf"
 )
@@ -37,7 +36,19 @@ const (
 // add_bos_token (default true for "llama" and Llama 3 style "gpt2", false
 // for other "gpt2"), add_eos_token
 // (default false) and add_space_prefix (default true).
-func FromGGUF(f *gguf.File) (Tokenizer, error) {
+func FromGGUF(f *gguf.File) (Tokenizer, error) { return FromGGUFOptions(f, GGUFOptions{}) }
+
+// GGUFOptions adjusts how FromGGUFOptions reads a vocabulary.
+type GGUFOptions struct {
+	// Pre, when set, replaces the file's tokenizer.ggml.pre (for a file
+	// whose value sluice does not know, or whose value is wrong). It must be
+	// a name PreTokenizers lists; it has no effect on SentencePiece
+	// vocabularies.
+	Pre string
+}
+
+// FromGGUFOptions is FromGGUF with options.
+func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if f == nil {
 		return nil, fmt.Errorf("tokenizer: FromGGUF: nil file: %w", ErrMissingKey)
 	}
@@ -84,10 +95,25 @@ func FromGGUF(f *gguf.File) (Tokenizer, error) {
 	if types == nil {
 		types = inferTypes(tokens, bos, eos, unk, spm)
 	}
-	pre, _ := m.f.String(keyPre)
-	preTok, knownPre := preTokenizers[pre]
-	if !spm && !knownPre {
-		return nil, fmt.Errorf("tokenizer: %s: %s %q is not implemented (have %s): %w", m.name, keyPre, pre, strings.Join(PreTokenizers(), ", "), ErrUnsupported)
+	pre := o.Pre
+	if pre == "" {
+		if _, present := f.Get(keyPre); present {
+			if pre, err = m.str(keyPre); err != nil {
+				return nil, err
+			}
+		}
+	} else if _, ok := lookupPre(pre); !ok {
+		return nil, fmt.Errorf("tokenizer: %s: forced %w", m.name, unknownPre(pre))
+	}
+	var preTok *preTokenizer
+	if !spm {
+		var ok bool
+		if preTok, ok = lookupPre(pre); !ok {
+			return nil, fmt.Errorf("tokenizer: %s: %w", m.name, unknownPre(pre))
+		}
+		if preTok.noBOS && !present(f, keyBOS) {
+			bos = -1
+		}
 	}
 	addBOS, err := m.boolean(keyAddBOS, spm || preTok.addBOS)
 	if err != nil {
@@ -136,6 +162,11 @@ func FromGGUF(f *gguf.File) (Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %s: %w", m.name, keyMerges, err)
 	}
 	return t, nil
+}
+
+func present(f *gguf.File, key string) bool {
+	_, ok := f.Get(key)
+	return ok
 }
 
 // ggufMeta reads tokenizer keys with errors that name the file and key.

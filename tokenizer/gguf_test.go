@@ -86,7 +86,8 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"add_bos not bool", edit(spmKVs(), "tokenizer.ggml.add_bos_token", uint8(1)), ErrMissingKey, "tokenizer.ggml.add_bos_token holds uint8, expected bool"},
 		{"no merges", edit(bpeKVs(), "tokenizer.ggml.merges", nil), ErrMissingKey, "missing key tokenizer.ggml.merges"},
 		{"bad merge", edit(bpeKVs(), "tokenizer.ggml.merges", []string{"ab"}), ErrFormat, `merge 0 "ab"`},
-		{"unsupported pre", edit(bpeKVs(), "tokenizer.ggml.pre", "deepseek-coder"), ErrUnsupported, `tokenizer.ggml.pre "deepseek-coder" is not implemented`},
+		{"unknown pre", edit(bpeKVs(), "tokenizer.ggml.pre", "no-such-pre"), ErrUnsupported, `pre-tokenizer "no-such-pre" (tokenizer.ggml.pre) is not one sluice knows; known: a.x-4.0, afmoe, `},
+		{"pre not a string", edit(bpeKVs(), "tokenizer.ggml.pre", uint32(3)), ErrMissingKey, "tokenizer.ggml.pre holds uint32, expected string"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
