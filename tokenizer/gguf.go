@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sluicehq/sluice/format/gguf"
 )
@@ -95,6 +96,15 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if types == nil {
 		types = inferTypes(tokens, bos, eos, unk, spm)
 	}
+	// The end-of-generation set, and llama.cpp's rule that a token it finds
+	// by text as end-of-turn, FIM or EOG is a control token.
+	eog, makeControl := eogSet(tokens, types, eos, eogKeyIDs(m, n))
+	if len(makeControl) > 0 {
+		types = slices.Clone(types)
+		for _, id := range makeControl {
+			types[id] = TypeControl
+		}
+	}
 	pre := o.Pre
 	if pre == "" {
 		if _, present := f.Get(keyPre); present {
@@ -146,6 +156,7 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", m.name, err)
 		}
+		t.(*SPM).vocab.eog = eog
 		return t, nil
 	}
 
@@ -161,6 +172,7 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %s: %w", m.name, keyMerges, err)
 	}
+	t.(*BPE).vocab.eog = eog
 	return t, nil
 }
 
