@@ -42,7 +42,7 @@ func init() {
 	commands = []*command{
 		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE] [--lora DIR[:scale]]...", "generate text from a prompt", cmdGenerate},
 		{"run", runUsage, "run a batch of prompts (a file, or an OpenAI Batch file) through a pipeline", cmdRun},
-		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos]", "print the token ids of standard input", cmdTokenize},
+		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos] [--parse-special] [--tokenizer-pre NAME] [--inp CASES.inp]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
 		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
 		{"gen-model", "gen-model --preset tiny|15m|110m|1b --dtype f32|f16|q8_0|q4_0 [--seed S] -o FILE.gguf", "write a seeded synthetic Llama model", cmdGenModel},
