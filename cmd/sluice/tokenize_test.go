@@ -99,3 +99,16 @@ func TestTokenizePre(t *testing.T) {
 		t.Errorf("--parse-special: %q, %v", out, err)
 	}
 }
+
+// generate's --tokenizer-pre reaches the loader: a name sluice does not know
+// is refused there, naming it.
+func TestGenerateTokenizerPre(t *testing.T) {
+	_, _, gg, _ := stories(t)
+	_, _, err := cli(t, "", "generate", "-m", gg, "-n", "1", "--tokenizer-pre", "nope")
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "known: ") {
+		t.Fatalf("err = %v, want the forced name refused", err)
+	}
+	if out, stderr, err := cli(t, "", "generate", "-m", gg, "-n", "4", "--temp", "0", "--tokenizer-pre", "llama-bpe"); err != nil || out == "" {
+		t.Fatalf("a known name on a SentencePiece model: %q, %v\n%s", out, err, stderr)
+	}
+}
