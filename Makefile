@@ -79,6 +79,7 @@ fuzz:
 	$(call fuzz1,FuzzBPERoundTrip,tokenizer)
 	$(call fuzz1,FuzzReadLlama2CVocab,tokenizer)
 	$(call fuzz1,FuzzPreTokenize,tokenizer)
+	$(call fuzz1,FuzzParseHFTokenizer,tokenizer)
 	$(call fuzz1,FuzzPipelineTOML,pipelines)
 	$(call fuzz1,FuzzReader,batch)
 	$(call fuzz1,FuzzDone,batch)
