@@ -79,13 +79,27 @@ func splitThenByteLevel(pattern string) any {
 // hfToGGUF parses a tokenizer.json (and config) and loads the result as a
 // GGUF vocabulary.
 func hfToGGUF(t testing.TB, data, cfg []byte, o HFOptions) (HFVocab, Tokenizer) {
+	v, tok, _ := hfToGGUFBytes(t, data, cfg, o)
+	return v, tok
+}
+
+func hfToGGUFBytes(t testing.TB, data, cfg []byte, o HFOptions) (HFVocab, Tokenizer, []byte) {
 	t.Helper()
 	v, err := ParseHFTokenizer(data, "tokenizer.json", cfg, "tokenizer_config.json", o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := gguf.NewWriter()
-	for _, kv := range v.GGUF() {
+	arch := []gguf.KV{ // what llama.cpp needs to load a vocab-only file
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "llama.block_count", Value: uint32(1)},
+		{Key: "llama.context_length", Value: uint32(256)},
+		{Key: "llama.embedding_length", Value: uint32(64)},
+		{Key: "llama.feed_forward_length", Value: uint32(128)},
+		{Key: "llama.attention.head_count", Value: uint32(4)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
+	}
+	for _, kv := range append(arch, v.GGUF()...) {
 		if err := w.AddKV(kv.Key, kv.Value); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +116,7 @@ func hfToGGUF(t testing.TB, data, cfg []byte, o HFOptions) (HFVocab, Tokenizer) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v, tok
+	return v, tok, b.Bytes()
 }
 
 // A byte-level tokenizer.json becomes a "gpt2" vocabulary whose
@@ -214,7 +228,7 @@ func spmJSON(t testing.TB, tok *SPM) hfJSON {
 func TestHFSentencePiece(t *testing.T) {
 	spm := loadGGUF(t, "llama-cpp-vocab/ggml-vocab-llama-spm.gguf").(*SPM)
 	h := spmJSON(t, spm)
-	v, tok := hfToGGUF(t, h.bytes(t), nil, HFOptions{})
+	v, tok, file := hfToGGUFBytes(t, h.bytes(t), nil, HFOptions{})
 	if v.Model != "llama" || !v.AddSpacePrefix || !v.AddBOS || v.BOS != 1 || v.EOS != 2 || v.Unk != 0 {
 		t.Fatalf("model %q prefix %v addBOS %v BOS/EOS/unk %d/%d/%d", v.Model, v.AddSpacePrefix, v.AddBOS, v.BOS, v.EOS, v.Unk)
 	}
@@ -237,6 +251,25 @@ func TestHFSentencePiece(t *testing.T) {
 		}
 		if got.String() != lines[i] {
 			t.Errorf("case %d %q: %q, .out %q", i, c, got.String(), lines[i])
+		}
+	}
+	// llama.cpp reads the converted vocabulary and tokenizes as sluice does.
+	if testing.Short() {
+		return
+	}
+	dir := t.TempDir()
+	path := dir + "/spm-from-json.gguf"
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live, err := llamaCppPretok(t, dir, map[string]string{"spm": path})
+	if err != nil {
+		t.Logf("llama.cpp not run: %v", err)
+		return
+	}
+	for i, c := range pretokCases {
+		if got := tok.Encode(c, EncodeOptions{}); !slices.Equal(got, live["spm"].Plain[i]) {
+			t.Errorf("%q:\nsluice    %v\nllama.cpp %v", c, got, live["spm"].Plain[i])
 		}
 	}
 }
