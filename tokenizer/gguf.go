@@ -27,8 +27,13 @@ const (
 // FromGGUF builds the tokenizer stored in a GGUF file's metadata:
 // tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE. Other models,
 // and byte-level BPE pre-tokenizers (tokenizer.ggml.pre) not listed by
-// PreTokenizers, are ErrUnsupported; a missing or mistyped required key is ErrMissingKey;
-// every error names f.Path and the key.
+// PreTokenizers, are ErrUnsupported (the error names the value and lists the
+// known ones; FromGGUFOptions can force one); no tokenizer.ggml.pre means
+// llama.cpp's "default". A missing or mistyped required key is ErrMissingKey;
+// every error names f.Path and the key. As llama.cpp does, tokens whose text
+// marks an end of turn, a FIM role or an end of generation become control
+// tokens, and the EOG set (EOGer) is derived from those texts, EOS and the
+// eot/eom/fim_* token id keys.
 //
 // Required: model and tokens, plus scores for "llama" and merges for "gpt2".
 // Optional: token_type (default: inferred from the special ids and, for
