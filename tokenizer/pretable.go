@@ -226,8 +226,7 @@ func (p *preTokenizer) split(t *preText, s string, emit func(string)) {
 	if n == 0 {
 		return
 	}
-	bounds := []int{n}
-	var next []int
+	bounds, next := append(t.bounds[:0], n), t.next
 	for _, step := range p.steps {
 		next = next[:0]
 		lo := 0
@@ -239,6 +238,7 @@ func (p *preTokenizer) split(t *preText, s string, emit func(string)) {
 		}
 		bounds, next = next, bounds
 	}
+	t.bounds, t.next = bounds, next
 	lo := 0
 	for _, hi := range bounds {
 		if hi > lo {

@@ -130,3 +130,23 @@ func FuzzPreTokenize(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPreTokenize: pre-tokenization alone of 10 KB of prose, for
+// hand-written splitters (gpt-2, llama-bpe, qwen2) and patterns run on the
+// matcher (smollm's \p{N}, deepseek-v3, tekken, gpt-4o).
+func BenchmarkPreTokenize(b *testing.B) {
+	text := benchText(10 << 10)
+	for _, name := range []string{"gpt-2", "llama-bpe", "qwen2", "smollm", "deepseek-v3", "tekken", "gpt-4o"} {
+		b.Run(name, func(b *testing.B) {
+			p, _ := lookupPre(name)
+			var t preText
+			b.SetBytes(int64(len(text)))
+			n := 0
+			for b.Loop() {
+				n = 0
+				p.split(&t, text, func(string) { n++ })
+			}
+			b.ReportMetric(float64(n), "pretokens/op")
+		})
+	}
+}

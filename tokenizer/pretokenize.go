@@ -72,6 +72,8 @@ type preText struct {
 	fl        []uint8
 	collapsed []rune
 	wide      []rune
+	bounds    []int // piece ends, reused by preTokenizer.split
+	next      []int
 }
 
 func (t *preText) reset(s string) {
