@@ -78,6 +78,8 @@ fuzz:
 	$(call fuzz1,FuzzSplitGPT2,tokenizer)
 	$(call fuzz1,FuzzBPERoundTrip,tokenizer)
 	$(call fuzz1,FuzzReadLlama2CVocab,tokenizer)
+	$(call fuzz1,FuzzPreTokenize,tokenizer)
+	$(call fuzz1,FuzzParseHFTokenizer,tokenizer)
 	$(call fuzz1,FuzzPipelineTOML,pipelines)
 	$(call fuzz1,FuzzReader,batch)
 	$(call fuzz1,FuzzDone,batch)

@@ -138,7 +138,7 @@ func Open(ctx context.Context, o Options) (*Engine, error) {
 		return nil, err
 	}
 	l, err := model.Load(ctx, model.LoadOptions{
-		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, Tier: tier, Threads: p.Model.Threads,
+		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, TokenizerPre: p.Model.TokenizerPre, Tier: tier, Threads: p.Model.Threads,
 		Logger: o.Logger, Progress: o.Progress, Budget: p.Model.MemBudget,
 	})
 	if err != nil {

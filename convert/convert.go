@@ -10,9 +10,12 @@
 //     does: HF names become GGUF names and the Q and K rows of each head are
 //     permuted from HF's rotate-half layout to GGML's adjacent pairs.
 //
-// The vocabulary comes from a llama2.c tokenizer.bin (Options.Tokenizer).
-// tokenizer.json is not supported yet; without a tokenizer.bin the file has
-// weights only and needs `--tokenizer` wherever it is loaded.
+// The vocabulary comes from a llama2.c tokenizer.bin (Options.Tokenizer), or
+// for a Hugging Face directory without one from its tokenizer.json (and
+// tokenizer_config.json): byte-level BPE becomes a "gpt2" vocabulary with
+// its tokenizer.ggml.pre, SentencePiece-style BPE a "llama" one (see
+// tokenizer.ParseHFTokenizer). Without either the file has weights only and
+// needs `--tokenizer` wherever it is loaded.
 //
 // The converted tensors are held in memory until the file is written, which
 // is fine for the models sluice converts today (the F32 output is the size of
@@ -49,6 +52,9 @@ type Options struct {
 	// Tokenizer is a llama2.c tokenizer.bin whose pieces become the
 	// tokenizer.ggml.* keys. "" writes no vocabulary (with a warning).
 	Tokenizer string
+	// TokenizerPre forces tokenizer.ggml.pre for a byte-level tokenizer.json
+	// whose pre-tokenizer is not recognised.
+	TokenizerPre string
 	// Name is general.name; "" means the input's base name.
 	Name string
 	// Logger receives warnings; the zero value discards them.
@@ -142,6 +148,7 @@ type metadata struct {
 	dim, hidden, layers, heads, kvHeads int
 	context, vocab                      int
 	ropeBase, eps                       float32
+	hfDir                               string // an HF directory: its tokenizer.json is the vocabulary without o.Tokenizer
 }
 
 // write adds the general.*, llama.* and (with o.Tokenizer) tokenizer.ggml.*
@@ -162,9 +169,25 @@ func (m metadata) write(w *gguf.Writer, src string, o Options) error {
 		{Key: "llama.rope.freq_base", Value: m.ropeBase},
 		{Key: "llama.vocab_size", Value: uint32(m.vocab)},
 	}
-	if o.Tokenizer == "" {
-		o.Logger.Warn().Str("input", src).Msg("no --tokenizer given: the GGUF has no vocabulary (tokenizer.json is not supported yet); load it with --tokenizer tokenizer.bin")
-	} else {
+	hfTok := ""
+	if m.hfDir != "" {
+		if _, err := os.Stat(filepath.Join(m.hfDir, tokenizer.HFTokenizerFile)); err == nil {
+			hfTok = filepath.Join(m.hfDir, tokenizer.HFTokenizerFile)
+		}
+	}
+	switch {
+	case o.Tokenizer == "" && hfTok != "":
+		v, err := tokenizer.LoadHFTokenizer(m.hfDir, tokenizer.HFOptions{VocabSize: m.vocab, Pre: o.TokenizerPre})
+		if err != nil {
+			if errors.Is(err, tokenizer.ErrVocabMismatch) {
+				return fmt.Errorf("%w: %w", ErrVocab, err)
+			}
+			return fmt.Errorf("convert: %w", err)
+		}
+		kvs = append(kvs, v.GGUF()...)
+	case o.Tokenizer == "":
+		o.Logger.Warn().Str("input", src).Msg("no --tokenizer given and no tokenizer.json: the GGUF has no vocabulary; load it with --tokenizer tokenizer.bin")
+	default:
 		v, err := tokenizer.LoadLlama2CVocab(o.Tokenizer)
 		if err != nil {
 			return fmt.Errorf("convert: %w", err)

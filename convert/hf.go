@@ -38,13 +38,15 @@ type HFConfig struct {
 }
 
 // supportedArchs are the HF architectures whose weights are exactly a GGUF
-// llama's (Mistral needs its sliding window, Qwen2 its biases: not yet).
-var supportedArchs = map[string]bool{"LlamaForCausalLM": true}
+// llama's. Mistral converts to arch llama as llama.cpp converts it (which
+// applies no sliding window for arch llama either); Qwen2 (biases, arch
+// qwen2) is not converted yet.
+var supportedArchs = map[string]bool{"LlamaForCausalLM": true, "MistralForCausalLM": true}
 
 // ParseHFConfig decodes and validates a config.json; path names it in errors.
 // Keys it does not know are ignored (HF configs carry dozens of training
 // settings); missing required keys, impossible shapes and architectures other
-// than llama are errors.
+// than llama and mistral are errors.
 func ParseHFConfig(data []byte, path string) (HFConfig, error) {
 	var c HFConfig
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -53,8 +55,11 @@ func ParseHFConfig(data []byte, path string) (HFConfig, error) {
 	arch := c.ModelType
 	for _, a := range c.Architectures {
 		if !supportedArchs[a] {
-			return c, fmt.Errorf("%w: %s: unknown architecture %q (want LlamaForCausalLM)", ErrUnsupported, path, a)
+			return c, fmt.Errorf("%w: %s: unknown architecture %q (want LlamaForCausalLM or MistralForCausalLM)", ErrUnsupported, path, a)
 		}
+		arch = "llama"
+	}
+	if arch == "mistral" {
 		arch = "llama"
 	}
 	if arch != "llama" {
@@ -176,7 +181,7 @@ func HF(dir string, o Options) (*gguf.Writer, error) {
 		}
 	}
 	m := metadata{
-		name: o.Name, dim: c.HiddenSize, hidden: c.IntermediateSize, layers: c.NumHiddenLayers,
+		hfDir: dir, name: o.Name, dim: c.HiddenSize, hidden: c.IntermediateSize, layers: c.NumHiddenLayers,
 		heads: c.NumAttentionHeads, kvHeads: c.NumKeyValueHeads, context: c.MaxPositionEmbeddings,
 		vocab: c.VocabSize, ropeBase: float32(c.RopeTheta), eps: float32(c.RMSNormEps),
 	}

@@ -15,11 +15,14 @@ import (
 type LoadOptions struct {
 	Path      string // .gguf or llama2.c .bin
 	Tokenizer string // llama2.c tokenizer.bin; required for .bin models, overrides a GGUF's own vocabulary
-	Tier      offload.Tier
-	Threads   int       // kernel threads; 0 = GOMAXPROCS
-	Registry  *Registry // nil = &Default
-	Logger    zerolog.Logger
-	Progress  func(done, total int64)
+	// TokenizerPre, when set, replaces the GGUF's tokenizer.ggml.pre
+	// (tokenizer.GGUFOptions.Pre).
+	TokenizerPre string
+	Tier         offload.Tier
+	Threads      int       // kernel threads; 0 = GOMAXPROCS
+	Registry     *Registry // nil = &Default
+	Logger       zerolog.Logger
+	Progress     func(done, total int64)
 	// Budget bounds resident weight bytes (0: none); see offload.Options.
 	Budget int64
 	// Timeline records per-layer read and compute spans (offload.Timeliner).
@@ -85,7 +88,7 @@ func Load(ctx context.Context, o LoadOptions) (*Loaded, error) {
 			return nil, errors.Join(err, store.Close())
 		}
 	}
-	tok, err := loadTokenizer(src, o.Tokenizer, m.Arch().Vocab)
+	tok, err := loadTokenizer(src, o.Tokenizer, o.TokenizerPre, m.Arch().Vocab)
 	if err == nil && tok.VocabSize() != m.Arch().Vocab {
 		err = fmt.Errorf("model: tokenizer %s has %d pieces but the model %s has a vocabulary of %d",
 			tokenizerName(src, o.Tokenizer), tok.VocabSize(), src.Path, m.Arch().Vocab)
@@ -105,7 +108,7 @@ func tokenizerName(src *Source, path string) string {
 	return "in " + src.Path
 }
 
-func loadTokenizer(src *Source, path string, vocab int) (tokenizer.Tokenizer, error) {
+func loadTokenizer(src *Source, path, pre string, vocab int) (tokenizer.Tokenizer, error) {
 	if path != "" {
 		// tokenizer.bin does not record its length: the model's vocabulary says
 		// how many pieces to read, and a file that holds a different number fails.
@@ -114,5 +117,5 @@ func loadTokenizer(src *Source, path string, vocab int) (tokenizer.Tokenizer, er
 	if src.GGUF == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint without a vocabulary: pass its tokenizer.bin (--tokenizer)", src.Path, src.Format)
 	}
-	return tokenizer.FromGGUF(src.GGUF)
+	return tokenizer.FromGGUFOptions(src.GGUF, tokenizer.GGUFOptions{Pre: pre})
 }

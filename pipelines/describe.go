@@ -31,6 +31,9 @@ func (p *Pipeline) Describe(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  path\t%s\n", orDefault(m.Path, "(not set: give one on the command line)"))
 	fmt.Fprintf(tw, "  tokenizer\t%s\n", orDefault(m.Tokenizer, "(not set: from the model file)"))
+	if m.TokenizerPre != "" {
+		fmt.Fprintf(tw, "  tokenizer_pre\t%s\n", m.TokenizerPre)
+	}
 	fmt.Fprintf(tw, "  tier\t%s\n", orDefault(m.Tier, TierAuto+" (default)"))
 	if m.MemBudget > 0 {
 		fmt.Fprintf(tw, "  mem_budget\t%s\n", offload.FormatBytes(m.MemBudget))

@@ -190,7 +190,9 @@ func buildBeam(b *BuildContext) (graph.AnyPort, error) {
 	e := b.Env
 	eos := func(q *session.Session) []int32 {
 		var ids []int32
-		if t := e.Tok.EOS(); t >= 0 {
+		if g, ok := e.Tok.(interface{ EOG() []int32 }); ok {
+			ids = g.EOG() // EOS and the vocabulary's other end-of-generation tokens
+		} else if t := e.Tok.EOS(); t >= 0 {
 			ids = append(ids, t)
 		}
 		return append(ids, q.Req.StopTokens...)

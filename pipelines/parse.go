@@ -98,13 +98,15 @@ type cacheTOML struct {
 }
 
 type modelTOML struct {
-	Path       string `toml:"path"`
-	Tokenizer  string `toml:"tokenizer"`
-	Tier       string `toml:"tier"`
-	Threads    int    `toml:"threads"`
-	Context    int    `toml:"context"`
-	PageTokens int    `toml:"page_tokens"`
-	MemBudget  any    `toml:"mem_budget"` // "512MiB", or an integer of bytes
+	Path      string `toml:"path"`
+	Tokenizer string `toml:"tokenizer"`
+	// TokenizerPre forces the byte-level BPE pre-tokenizer (ModelSpec.TokenizerPre).
+	TokenizerPre string `toml:"tokenizer_pre"`
+	Tier         string `toml:"tier"`
+	Threads      int    `toml:"threads"`
+	Context      int    `toml:"context"`
+	PageTokens   int    `toml:"page_tokens"`
+	MemBudget    any    `toml:"mem_budget"` // "512MiB", or an integer of bytes
 }
 
 type stageTOML struct {
@@ -373,7 +375,7 @@ func (l *loader) model(table string, prim toml.Primitive) ModelSpec {
 			bad("page_tokens", "the draft follows the target's KV page size; set it in [model]")
 		}
 	}
-	return ModelSpec{Path: m.Path, Tokenizer: m.Tokenizer, Tier: m.Tier, Threads: m.Threads, Context: m.Context,
+	return ModelSpec{Path: m.Path, Tokenizer: m.Tokenizer, TokenizerPre: m.TokenizerPre, Tier: m.Tier, Threads: m.Threads, Context: m.Context,
 		PageTokens: m.PageTokens, MemBudget: budget}
 }
 

@@ -98,6 +98,7 @@ timeout     = "90s"
 [model]
 path        = "m/x.gguf"
 tokenizer   = "tok512.bin"
+tokenizer_pre = "qwen2"
 tier        = "ram"
 threads     = 2
 context     = 512
@@ -154,17 +155,17 @@ kind = "detokenize"
 	}
 	want := &Pipeline{
 		Name: "full", Description: "every key set", Timeout: 90 * time.Second, Source: "full.toml",
-		Model: ModelSpec{Path: "m/x.gguf", Tokenizer: "tok512.bin", Tier: TierRAM, Threads: 2, Context: 512, PageTokens: 32},
+		Model: ModelSpec{Path: "m/x.gguf", Tokenizer: "tok512.bin", TokenizerPre: "qwen2", Tier: TierRAM, Threads: 2, Context: 512, PageTokens: 32},
 		Stages: []StageSpec{
-			{ID: "tok", Kind: KindTokenize, Buffer: 3, Workers: 2, Params: &TokenizeParams{AddBOS: false}, Line: 13},
-			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Line: 21,
+			{ID: "tok", Kind: KindTokenize, Buffer: 3, Workers: 2, Params: &TokenizeParams{AddBOS: false}, Line: 14},
+			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Line: 22,
 				Params: &SchedulerParams{MaxInFlight: 8, PrefillChunk: 16, MaxNewTokens: 0, StopAtEOS: false}},
-			{ID: "embed", Kind: KindEmbed, Buffer: 1, Workers: 1, Line: 26},
-			{ID: "layers", Kind: KindTransformerLayers, Buffer: 1, Workers: 1, Params: &TransformerLayersParams{}, Line: 31},
-			{ID: "head", Kind: KindHead, Buffer: 1, Workers: 1, Line: 37},
-			{ID: "samp", Kind: KindSample, Buffer: 2, Workers: 1, Line: 41, Params: &SampleParams{
+			{ID: "embed", Kind: KindEmbed, Buffer: 1, Workers: 1, Line: 27},
+			{ID: "layers", Kind: KindTransformerLayers, Buffer: 1, Workers: 1, Params: &TransformerLayersParams{}, Line: 32},
+			{ID: "head", Kind: KindHead, Buffer: 1, Workers: 1, Line: 38},
+			{ID: "samp", Kind: KindSample, Buffer: 2, Workers: 1, Line: 42, Params: &SampleParams{
 				Temperature: 0.7, TopK: 0, TopP: 1, MinP: 0, RepeatPenalty: 1.1, RepeatLastN: 0, Seed: u64(42)}},
-			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 54},
+			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 55},
 		},
 	}
 	if diff := cmp.Diff(want, p, cmpopts.IgnoreUnexported(Pipeline{})); diff != "" {

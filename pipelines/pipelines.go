@@ -138,6 +138,11 @@ type ModelSpec struct {
 	// Tokenizer is the llama2.c tokenizer.bin a .bin checkpoint needs
 	// (GGUF files carry their own). Resolved like Path.
 	Tokenizer string
+	// TokenizerPre, when set, replaces a GGUF vocabulary's
+	// tokenizer.ggml.pre: the byte-level BPE pre-tokenizer, by a name
+	// tokenizer.PreTokenizers lists (for a file whose value sluice does not
+	// know, which is otherwise an error).
+	TokenizerPre string
 	// Tier is where weights live: "auto" (default: "ram" when the file fits
 	// in half the available memory and in MemBudget, else "mmap", or "ssd"
 	// with a MemBudget), "ram", "mmap" or "ssd" (a pinned set plus layers

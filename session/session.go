@@ -82,7 +82,7 @@ type Options struct {
 	Sampling     sample.Options
 	MaxNewTokens int  // 0 = until a stop token or the context is full
 	AddBOS       bool // prepend BOS to a text prompt
-	NoStop       bool // keep going past EOS/BOS (benchmarks)
+	NoStop       bool // keep going past EOS, the other end-of-generation tokens and BOS (benchmarks)
 	Context      int  // KV slots per sequence
 	Timeout      time.Duration
 }
@@ -272,7 +272,7 @@ func (s *Session) Accept(next int32) (done bool) {
 	if s.FirstToken.IsZero() {
 		s.FirstToken = time.Now()
 	}
-	if (!s.noStop && (next == s.tok.EOS() || next == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, next) {
+	if (!s.noStop && (tokenizer.IsEOG(s.tok, next) || next == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, next) {
 		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
 		s.end(FinishStop)
 		return true

@@ -2,8 +2,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -62,7 +60,7 @@ func unmapBytes(p string) string {
 type BPE struct {
 	*vocab
 	ranks   map[string]int32 // "a b" → position in the merges list
-	pre     preTokenizer
+	pre     *preTokenizer
 	scratch sync.Pool // *bpeScratch
 }
 
@@ -73,11 +71,11 @@ type BPEOptions struct {
 	Pieces []string    // byte-level spelled pieces
 	Types  []TokenType // one per piece; nil = all normal except BOS/EOS (control) and Unk
 	Merges []string    // "a b" pairs, highest priority first
-	// Pre names the pre-tokenizer as GGUF tokenizer.ggml.pre does: "" or
-	// "gpt-2" (GPT-2's pattern), "llama-bpe" (Llama 3, which also emits a
-	// pre-token that is a whole piece without merging), "qwen2", "smollm"
-	// (digits split singly, then GPT-2), and the aliases llama.cpp maps to
-	// these (PreTokenizers lists them all).
+	// Pre names the pre-tokenizer as GGUF tokenizer.ggml.pre does, with
+	// llama.cpp's meaning: "gpt-2", "llama-bpe" (Llama 3, which also emits a
+	// pre-token that is a whole piece without merging), "qwen2", "smollm",
+	// "deepseek-v3", … (PreTokenizers lists them all); "" is llama.cpp's
+	// fallback for a vocabulary without the key, "default".
 	Pre string
 	// BOS, EOS and Unk are token ids, or -1 for none.
 	BOS, EOS, Unk  int32
@@ -94,9 +92,9 @@ func NewBPE(o BPEOptions) (*BPE, error) {
 	if err := checkSpecialIDs(n, o.BOS, o.EOS, o.Unk); err != nil {
 		return nil, fmt.Errorf("tokenizer: NewBPE: %w", err)
 	}
-	pre, ok := preTokenizers[o.Pre]
+	pre, ok := lookupPre(o.Pre)
 	if !ok {
-		return nil, fmt.Errorf("tokenizer: NewBPE: pre-tokenizer %q is not implemented (have %s): %w", o.Pre, strings.Join(PreTokenizers(), ", "), ErrUnsupported)
+		return nil, fmt.Errorf("tokenizer: NewBPE: %w", unknownPre(o.Pre))
 	}
 	ranks := make(map[string]int32, len(o.Merges))
 	for i, m := range o.Merges {
@@ -118,14 +116,6 @@ func NewBPE(o BPEOptions) (*BPE, error) {
 	return &BPE{vocab: v, ranks: ranks, pre: pre}, nil
 }
 
-// PreTokenizers lists the tokenizer.ggml.pre values NewBPE and FromGGUF
-// accept, sorted.
-func PreTokenizers() []string {
-	names := slices.Collect(maps.Keys(preTokenizers))
-	slices.Sort(names)
-	return names
-}
-
 // Kind reports KindBPE.
 func (t *BPE) Kind() Kind { return KindBPE }
 
@@ -141,6 +131,7 @@ type bpeScratch struct {
 	key   []byte // "a b" of the pair being looked up
 	syms  []spmSym
 	queue []mergePair
+	text  preText
 }
 
 // Encode implements Tokenizer.
@@ -158,7 +149,7 @@ func (t *BPE) Encode(text string, o EncodeOptions) []int32 {
 			out = append(out, f.id)
 			continue
 		}
-		t.pre.split(f.text, func(word string) { out = t.encodeWord(s, word, out) })
+		t.pre.split(&s.text, f.text, func(word string) { out = t.encodeWord(s, word, out) })
 	}
 	t.scratch.Put(s)
 	if o.EOS && t.vocab.eos >= 0 {
@@ -179,7 +170,7 @@ func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 	if len(syms) == 0 {
 		return out
 	}
-	if t.pre.ignoreMerges {
+	if t.pre.ignore {
 		if id, ok := t.vocab.lookup[string(buf)]; ok {
 			s.buf, s.syms = buf, syms
 			return append(out, id)

@@ -78,8 +78,8 @@ const wsClass = `\t\n\v\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029
 var (
 	wsRune     = regexp.MustCompile(`^[` + wsClass + `]`)
 	gpt2Head   = regexp.MustCompile(`^(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^` + wsClass + `\p{L}\p{N}]+)`)
-	llama3Head = regexp.MustCompile(`^(?:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^` + wsClass + `\p{L}\p{N}]+[\r\n]*|[` + wsClass + `]*[\r\n]+)`)
-	qwen2Head  = regexp.MustCompile(`^(?:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^` + wsClass + `\p{L}\p{N}]+[\r\n]*|[` + wsClass + `]*[\r\n]+)`)
+	llama3Head = regexp.MustCompile(`^(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^` + wsClass + `\p{L}\p{N}]+[\r\n]*|[` + wsClass + `]*[\r\n]+)`)
+	qwen2Head  = regexp.MustCompile(`^(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^` + wsClass + `\p{L}\p{N}]+[\r\n]*|[` + wsClass + `]*[\r\n]+)`)
 	digitRune  = regexp.MustCompile(`\p{N}`)
 )
 
@@ -103,24 +103,31 @@ func smollmSplitOracle(s string) []string {
 	return out
 }
 
-type splitter struct {
-	name   string
-	split  func(string, func(string))
+// oracleSplitter pairs a tokenizer.ggml.pre name with an oracle built on
+// Go's regexp for its pattern.
+type oracleSplitter struct {
+	name   string // the pre-tokenizer's name
 	oracle func(string) []string
 }
 
-var splitters = []splitter{
-	{"gpt2", splitGPT2, gpt2SplitOracle},
-	{"llama3", splitLlama3, func(s string) []string { return splitOracle(llama3Head, s) }},
-	{"qwen2", splitQwen2, func(s string) []string { return splitOracle(qwen2Head, s) }},
-	{"smollm", splitDigitsGPT2, smollmSplitOracle},
+var splitters = []oracleSplitter{
+	{"gpt-2", gpt2SplitOracle},
+	{"llama-bpe", func(s string) []string { return splitOracle(llama3Head, s) }},
+	{"qwen2", func(s string) []string { return splitOracle(qwen2Head, s) }},
+	{"smollm", smollmSplitOracle},
 }
 
-func split(s string) []string { return collect(splitGPT2, s) }
+func split(s string) []string { return preSplit("gpt-2", s) }
 
-func collect(f func(string, func(string)), s string) []string {
+// preSplit is the pre-tokens of s under the named pre-tokenizer.
+func preSplit(name, s string) []string {
+	p, ok := lookupPre(name)
+	if !ok {
+		panic("no pre-tokenizer " + name)
+	}
 	var out []string
-	f(s, func(w string) { out = append(out, w) })
+	var t preText
+	p.split(&t, s, func(w string) { out = append(out, w) })
 	return out
 }
 
@@ -167,21 +174,21 @@ func TestSplitLlamaFamily(t *testing.T) {
 		in       string
 		want     []string
 	}{
-		{"llama3", "Hello world", []string{"Hello", " world"}},
-		{"llama3", "I'M we'Ll it'ſ", []string{"I", "'M", " we", "'Ll", " it", "'ſ"}},
-		{"llama3", "12345 6", []string{"123", "45", " ", "6"}},
+		{"llama-bpe", "Hello world", []string{"Hello", " world"}},
+		{"llama-bpe", "I'M we'Ll it'ſ", []string{"I", "'M", " we", "'Ll", " it", "'ſ"}},
+		{"llama-bpe", "12345 6", []string{"123", "45", " ", "6"}},
 		{"qwen2", "12345", []string{"1", "2", "3", "4", "5"}},
-		{"llama3", "\tfoo \"bar\" (x)", []string{"\tfoo", " \"", "bar", "\"", " (", "x", ")"}},
-		{"llama3", "a;\n\n  b", []string{"a", ";\n\n", " ", " b"}},
-		{"llama3", "x \n \n  y", []string{"x", " \n \n", " ", " y"}},
-		{"llama3", "\r\nfoo", []string{"\r\n", "foo"}},
-		{"llama3", "end   ", []string{"end", "   "}},
+		{"llama-bpe", "\tfoo \"bar\" (x)", []string{"\tfoo", " \"", "bar", "\"", " (", "x", ")"}},
+		{"llama-bpe", "a;\n\n  b", []string{"a", ";\n\n", " ", " b"}},
+		{"llama-bpe", "x \n \n  y", []string{"x", " \n \n", " ", " y"}},
+		{"llama-bpe", "\r\nfoo", []string{"\r\n", "foo"}},
+		{"llama-bpe", "end   ", []string{"end", "   "}},
 		{"smollm", "abc123 4x", []string{"abc", "1", "2", "3", " ", "4", "x"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.splitter+"/"+tc.in, func(t *testing.T) {
-			i := slices.IndexFunc(splitters, func(sp splitter) bool { return sp.name == tc.splitter })
-			if diff := cmp.Diff(tc.want, collect(splitters[i].split, tc.in)); diff != "" {
+			i := slices.IndexFunc(splitters, func(sp oracleSplitter) bool { return sp.name == tc.splitter })
+			if diff := cmp.Diff(tc.want, preSplit(tc.splitter, tc.in)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.want, splitters[i].oracle(tc.in)); diff != "" {
@@ -200,7 +207,7 @@ func FuzzSplitGPT2(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, sp := range splitters {
-			got := collect(sp.split, s)
+			got := preSplit(sp.name, s)
 			if strings.Join(got, "") != s {
 				t.Fatalf("%s: pieces %q do not concatenate to %q", sp.name, got, s)
 			}
@@ -336,9 +343,9 @@ func TestBPEPreTokenizers(t *testing.T) {
 			}
 		})
 	}
-	_, err := NewBPE(BPEOptions{Pieces: pieces, Merges: merges, Pre: "tekken", BOS: -1, EOS: -1, Unk: -1})
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"tekken"`) {
-		t.Errorf("Pre tekken: err = %v, want ErrUnsupported naming it", err)
+	_, err := NewBPE(BPEOptions{Pieces: pieces, Merges: merges, Pre: "kimi-k2", BOS: -1, EOS: -1, Unk: -1})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"kimi-k2"`) || !strings.Contains(err.Error(), "llama-bpe, ") {
+		t.Errorf("Pre kimi-k2: err = %v, want ErrUnsupported naming it and listing the known ones", err)
 	}
 	if names := PreTokenizers(); !slices.IsSorted(names) || !slices.Contains(names, "llama-bpe") || !slices.Contains(names, "") {
 		t.Errorf("PreTokenizers() = %q", names)

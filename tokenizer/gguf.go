@@ -3,7 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"math"
-	"strings"
+	"slices"
 
 	"github.com/sluicehq/sluice/format/gguf"
 )
@@ -27,8 +27,13 @@ const (
 // FromGGUF builds the tokenizer stored in a GGUF file's metadata:
 // tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE. Other models,
 // and byte-level BPE pre-tokenizers (tokenizer.ggml.pre) not listed by
-// PreTokenizers, are ErrUnsupported; a missing or mistyped required key is ErrMissingKey;
-// every error names f.Path and the key.
+// PreTokenizers, are ErrUnsupported (the error names the value and lists the
+// known ones; FromGGUFOptions can force one); no tokenizer.ggml.pre means
+// llama.cpp's "default". A missing or mistyped required key is ErrMissingKey;
+// every error names f.Path and the key. As llama.cpp does, tokens whose text
+// marks an end of turn, a FIM role or an end of generation become control
+// tokens, and the EOG set (EOGer) is derived from those texts, EOS and the
+// eot/eom/fim_* token id keys.
 //
 // Required: model and tokens, plus scores for "llama" and merges for "gpt2".
 // Optional: token_type (default: inferred from the special ids and, for
@@ -37,7 +42,19 @@ const (
 // add_bos_token (default true for "llama" and Llama 3 style "gpt2", false
 // for other "gpt2"), add_eos_token
 // (default false) and add_space_prefix (default true).
-func FromGGUF(f *gguf.File) (Tokenizer, error) {
+func FromGGUF(f *gguf.File) (Tokenizer, error) { return FromGGUFOptions(f, GGUFOptions{}) }
+
+// GGUFOptions adjusts how FromGGUFOptions reads a vocabulary.
+type GGUFOptions struct {
+	// Pre, when set, replaces the file's tokenizer.ggml.pre (for a file
+	// whose value sluice does not know, or whose value is wrong). It must be
+	// a name PreTokenizers lists; it has no effect on SentencePiece
+	// vocabularies.
+	Pre string
+}
+
+// FromGGUFOptions is FromGGUF with options.
+func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if f == nil {
 		return nil, fmt.Errorf("tokenizer: FromGGUF: nil file: %w", ErrMissingKey)
 	}
@@ -84,10 +101,34 @@ func FromGGUF(f *gguf.File) (Tokenizer, error) {
 	if types == nil {
 		types = inferTypes(tokens, bos, eos, unk, spm)
 	}
-	pre, _ := m.f.String(keyPre)
-	preTok, knownPre := preTokenizers[pre]
-	if !spm && !knownPre {
-		return nil, fmt.Errorf("tokenizer: %s: %s %q is not implemented (have %s): %w", m.name, keyPre, pre, strings.Join(PreTokenizers(), ", "), ErrUnsupported)
+	// The end-of-generation set, and llama.cpp's rule that a token it finds
+	// by text as end-of-turn, FIM or EOG is a control token.
+	eog, makeControl := eogSet(tokens, types, eos, eogKeyIDs(m, n))
+	if len(makeControl) > 0 {
+		types = slices.Clone(types)
+		for _, id := range makeControl {
+			types[id] = TypeControl
+		}
+	}
+	pre := o.Pre
+	if pre == "" {
+		if _, present := f.Get(keyPre); present {
+			if pre, err = m.str(keyPre); err != nil {
+				return nil, err
+			}
+		}
+	} else if _, ok := lookupPre(pre); !ok {
+		return nil, fmt.Errorf("tokenizer: %s: forced %w", m.name, unknownPre(pre))
+	}
+	var preTok *preTokenizer
+	if !spm {
+		var ok bool
+		if preTok, ok = lookupPre(pre); !ok {
+			return nil, fmt.Errorf("tokenizer: %s: %w", m.name, unknownPre(pre))
+		}
+		if preTok.noBOS && !present(f, keyBOS) {
+			bos = -1
+		}
 	}
 	addBOS, err := m.boolean(keyAddBOS, spm || preTok.addBOS)
 	if err != nil {
@@ -120,6 +161,7 @@ func FromGGUF(f *gguf.File) (Tokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", m.name, err)
 		}
+		t.(*SPM).vocab.eog = eog
 		return t, nil
 	}
 
@@ -135,7 +177,13 @@ func FromGGUF(f *gguf.File) (Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %s: %w", m.name, keyMerges, err)
 	}
+	t.(*BPE).vocab.eog = eog
 	return t, nil
+}
+
+func present(f *gguf.File, key string) bool {
+	_, ok := f.Get(key)
+	return ok
 }
 
 // ggufMeta reads tokenizer keys with errors that name the file and key.

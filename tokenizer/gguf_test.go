@@ -86,7 +86,8 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"add_bos not bool", edit(spmKVs(), "tokenizer.ggml.add_bos_token", uint8(1)), ErrMissingKey, "tokenizer.ggml.add_bos_token holds uint8, expected bool"},
 		{"no merges", edit(bpeKVs(), "tokenizer.ggml.merges", nil), ErrMissingKey, "missing key tokenizer.ggml.merges"},
 		{"bad merge", edit(bpeKVs(), "tokenizer.ggml.merges", []string{"ab"}), ErrFormat, `merge 0 "ab"`},
-		{"unsupported pre", edit(bpeKVs(), "tokenizer.ggml.pre", "deepseek-coder"), ErrUnsupported, `tokenizer.ggml.pre "deepseek-coder" is not implemented`},
+		{"unknown pre", edit(bpeKVs(), "tokenizer.ggml.pre", "no-such-pre"), ErrUnsupported, `pre-tokenizer "no-such-pre" (tokenizer.ggml.pre) is not one sluice knows; known: a.x-4.0, afmoe, `},
+		{"pre not a string", edit(bpeKVs(), "tokenizer.ggml.pre", uint32(3)), ErrMissingKey, "tokenizer.ggml.pre holds uint32, expected string"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +202,17 @@ func TestStoriesGGUFMatchesTok512(t *testing.T) {
 // TestSpecialTokens: control tokens are text unless ParseSpecial; user-defined
 // tokens (phi-3 marks "</s>" so) always match; after a special token
 // SentencePiece adds the dummy prefix again, as llama.cpp does.
+// TestEOGLlamaCpp: the end-of-generation sets of the shared vocabularies are
+// llama.cpp's (llama_vocab_is_eog over every id, via bench/pretok.mjs).
+func TestEOGLlamaCpp(t *testing.T) {
+	for name, want := range map[string][]int32{"gpt-2": {50256}, "phi-3": {2, 32000, 32007}, "llama-spm": {2}} {
+		tok := loadGGUF(t, "llama-cpp-vocab/ggml-vocab-"+name+".gguf")
+		if got := tok.(EOGer).EOG(); !slices.Equal(got, want) {
+			t.Errorf("%s: EOG %v, llama.cpp %v", name, got, want)
+		}
+	}
+}
+
 func TestSpecialTokens(t *testing.T) {
 	spm := loadGGUF(t, "llama-cpp-vocab/ggml-vocab-llama-spm.gguf")
 	phi := loadGGUF(t, "llama-cpp-vocab/ggml-vocab-phi-3.gguf")
@@ -216,7 +228,11 @@ func TestSpecialTokens(t *testing.T) {
 		{"spm <s> parsed", spm, "<s>Hello", parse, []int32{1, 15043}},
 		{"spm <s> as text", spm, "<s>Hello", EncodeOptions{}, spm.Encode(" <s>Hello"[1:], EncodeOptions{})},
 		{"spm </s> mid text", spm, "Hello</s> world", parse, []int32{15043, 2, 29871, 3186}},
-		{"phi-3 user-defined </s> always", phi, "Hello</s>", EncodeOptions{}, []int32{15043, 2}},
+		// Phi-3's </s> is user-defined, but llama.cpp makes every token with
+		// an end-of-generation text a control token: text without
+		// ParseSpecial (ids from llama.cpp).
+		{"phi-3 </s> as text", phi, "Hello</s>", EncodeOptions{}, []int32{15043, 829, 29879, 29958}},
+		{"phi-3 </s> parsed", phi, "Hello</s>", parse, []int32{15043, 2}},
 		{"phi-3 control as text", phi, "<|end|>", EncodeOptions{}, phi.Encode("<|end|>", EncodeOptions{})},
 		{"phi-3 control parsed", phi, "<|user|>\nHi<|end|>", parse, []int32{32010, 29871, 13, 18567, 32007}},
 		{"gpt-2 endoftext parsed", gpt, "Hello<|endoftext|>", parse, []int32{15496, 50256}},

@@ -5,304 +5,366 @@ import (
 	"unicode/utf8"
 )
 
-// runeClass is the part of a rune's Unicode category the GPT-2 pattern looks at.
-type runeClass uint8
+// The byte-level BPE pre-tokenizer: a fragment of text (between special
+// tokens) is cut into pre-tokens by a sequence of patterns, llama.cpp's
+// unicode_regex_split. The first pattern cuts the whole fragment; each next
+// one cuts every piece the previous ones left, on its own (a piece boundary is
+// the end of the text for it). A pattern cuts a piece into its matches and the
+// runs of text between them, so nothing is lost: the pre-tokens concatenate
+// back to the fragment.
+//
+// The common patterns have hand-written splitters (llama.cpp's custom GPT-2,
+// Llama 3 and Qwen2 ones); every other pattern runs on the matcher of
+// prematch.go. TestCustomSplittersMatchPatterns and FuzzPreTokenize hold the
+// hand-written splitters to the matcher on the same patterns.
 
+// Rune flags: the part of a code point's Unicode properties the patterns use.
 const (
-	classOther  runeClass = iota // [^\s\p{L}\p{N}], and invalid UTF-8 bytes
-	classLetter                  // \p{L}
-	classNumber                  // \p{N}
-	classSpace                   // \s: the Unicode White_Space property
+	flLetter uint8 = 1 << iota // \p{L}
+	flNumber                   // \p{N}
+	flSpace                    // the White_Space property: \s of the hand-written splitters
+	flPunct                    // \p{P}
+	flSymbol                   // \p{S}
+	flMark                     // \p{M}
 )
 
-var asciiClass = func() (t [utf8.RuneSelf]runeClass) {
+var asciiFlags = func() (t [utf8.RuneSelf]uint8) {
 	for r := range rune(utf8.RuneSelf) {
-		t[r] = classifySlow(r)
+		t[r] = flagsSlow(r)
 	}
 	return t
 }()
 
-func classifySlow(r rune) runeClass {
+func flagsSlow(r rune) uint8 {
+	var f uint8
 	switch {
 	case unicode.IsLetter(r):
-		return classLetter
+		f = flLetter
 	case unicode.IsNumber(r):
-		return classNumber
-	case unicode.Is(unicode.White_Space, r):
-		return classSpace
+		f = flNumber
+	case unicode.IsPunct(r):
+		f = flPunct
+	case unicode.IsSymbol(r):
+		f = flSymbol
+	case unicode.IsMark(r):
+		f = flMark
 	}
-	return classOther
+	if unicode.Is(unicode.White_Space, r) {
+		f |= flSpace
+	}
+	return f
 }
 
-// runeAt decodes the rune at s[i:]; an invalid byte is RuneError of width 1,
-// which classifies as classOther like the U+FFFD it stands for.
-func runeAt(s string, i int) (rune, runeClass, int) {
-	if c := s[i]; c < utf8.RuneSelf {
-		return rune(c), asciiClass[c], 1
+func runeFlags(r rune) uint8 {
+	if r < utf8.RuneSelf {
+		return asciiFlags[r]
 	}
-	r, w := utf8.DecodeRuneInString(s[i:])
-	return r, classifySlow(r), w
+	return flagsSlow(r)
 }
 
-// splitGPT2 calls emit for each pre-token of s under GPT-2's pattern
-//
-//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//
-// Go's regexp has no lookahead, so this is the pattern's leftmost-first
-// semantics written out: the alternatives are tried in order at each position
-// and the first that matches, matched greedily, wins. The pre-tokens
-// concatenate back to s exactly (invalid UTF-8 included).
-func splitGPT2(s string, emit func(string)) {
-	for pos := 0; pos < len(s); {
-		end := gpt2Next(s, pos)
-		emit(s[pos:end])
-		pos = end
-	}
+// preText is one fragment decoded once: its code points (an invalid byte is
+// U+FFFD of width 1, as llama.cpp reads it), their byte offsets and flags,
+// and the views the matcher runs on, built when first needed.
+type preText struct {
+	s         string
+	cp        []rune
+	off       []int // off[i] is the byte offset of cp[i]; off[len(cp)] == len(s)
+	fl        []uint8
+	collapsed []rune
+	wide      []rune
+	bounds    []int // piece ends, reused by preTokenizer.split
+	next      []int
 }
 
-// gpt2Next returns the end of the pre-token starting at pos (< len(s)).
-func gpt2Next(s string, pos int) int {
-	// 's|'t|'re|'ve|'m|'ll|'d (case-sensitive in GPT-2)
-	if s[pos] == '\'' && pos+1 < len(s) {
-		switch s[pos+1] {
-		case 's', 't', 'm', 'd':
-			return pos + 2
-		}
-		if pos+2 < len(s) {
-			switch s[pos+1 : pos+3] {
-			case "re", "ve", "ll":
-				return pos + 3
-			}
-		}
-	}
-	_, c, w := runeAt(s, pos)
-	p := pos
-	// The optional leading space of " ?\p{L}+", " ?\p{N}+" and
-	// " ?[^\s\p{L}\p{N}]+": taken when what follows starts such a run.
-	if s[pos] == ' ' && pos+1 < len(s) {
-		if _, c2, w2 := runeAt(s, pos+1); c2 != classSpace {
-			c, p, w = c2, pos+1, w2
-		}
-	}
-	if c != classSpace {
-		q := p + w
-		for q < len(s) {
-			_, cq, wq := runeAt(s, q)
-			if cq != c {
-				break
-			}
-			q += wq
-		}
-		return q
-	}
-	// \s+(?!\S) takes a whitespace run up to the end of s, or all of it but
-	// its last rune when a non-space follows (that rune then starts the next
-	// pre-token, e.g. as the space of " ?\p{L}+"); a single whitespace rune
-	// before a non-space is matched by the final \s+.
-	q, last, n := pos, pos, 0
-	for q < len(s) {
-		_, cq, wq := runeAt(s, q)
-		if cq != classSpace {
-			break
-		}
-		last = q
-		q += wq
-		n++
-	}
-	if q == len(s) || n == 1 {
-		return q
-	}
-	return last
-}
-
-// splitDigitsGPT2 is the SmolLM/StarCoder pre-tokenizer: every \p{N} rune
-// is a pre-token of its own (HF Digits with individual_digits), and the text
-// between them is split with GPT-2's pattern.
-func splitDigitsGPT2(s string, emit func(string)) {
-	start := 0
+func (t *preText) reset(s string) {
+	t.s, t.cp, t.off, t.fl, t.collapsed, t.wide = s, t.cp[:0], t.off[:0], t.fl[:0], nil, nil
 	for i := 0; i < len(s); {
-		_, c, w := runeAt(s, i)
-		if c == classNumber {
-			if start < i {
-				splitGPT2(s[start:i], emit)
-			}
-			emit(s[i : i+w])
-			start = i + w
+		r, w := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, w = utf8.DecodeRuneInString(s[i:])
 		}
+		t.cp = append(t.cp, r)
+		t.off = append(t.off, i)
+		t.fl = append(t.fl, runeFlags(r))
 		i += w
 	}
-	if start < len(s) {
-		splitGPT2(s[start:], emit)
-	}
+	t.off = append(t.off, len(s))
 }
 
-// splitLlama3 is the Llama 3 pre-tokenizer (HF tokenizer.json's pattern),
-//
-//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//
-// and splitQwen2 Qwen2's, the same with \p{N} in place of \p{N}{1,3}
-// (llama.cpp spells its (?i:…) as '[sS]|'[tT]…, which differs only on 'ſ').
-func splitLlama3(s string, emit func(string)) { splitLlamaFamily(s, 3, emit) }
-
-func splitQwen2(s string, emit func(string)) { splitLlamaFamily(s, 1, emit) }
-
-func splitLlamaFamily(s string, maxDigits int, emit func(string)) {
-	for pos := 0; pos < len(s); {
-		end := llama3Next(s, pos, maxDigits)
-		emit(s[pos:end])
-		pos = end
+// view returns the collapsed or the wide view (see prematch.go).
+func (t *preText) view(collapsed bool) []rune {
+	if collapsed && t.collapsed != nil {
+		return t.collapsed
 	}
-}
-
-// foldedIs reports whether r equals the ASCII lower-case letter c under
-// Unicode simple case folding, as the (?i) of the HF patterns matches: of the
-// letters in contractions only 's' has a third form, 'ſ' (U+017F).
-// (llama.cpp compares lower-cased runes and so misses "'ſ".)
-func foldedIs(r rune, c byte) bool {
-	return r == rune(c) || r == rune(c-'a'+'A') || (c == 's' && r == 'ſ')
-}
-
-// contractionEnd matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos, returning its
-// end or -1.
-func contractionEnd(s string, pos int) int {
-	if s[pos] != '\'' || pos+1 >= len(s) {
-		return -1
+	if !collapsed && t.wide != nil {
+		return t.wide
 	}
-	r1, _, w1 := runeAt(s, pos+1)
-	for _, c := range []byte("stmd") {
-		if foldedIs(r1, c) {
-			return pos + 1 + w1
+	v := make([]rune, len(t.cp))
+	for i, r := range t.cp {
+		f := t.fl[i]
+		switch {
+		case r < utf8.RuneSelf:
+			v[i] = r
+		case f&flSpace != 0:
+			v[i] = collapseSpace
+		case !collapsed:
+			v[i] = r
+		case f&flNumber != 0:
+			v[i] = collapseNumber
+		case f&flLetter != 0:
+			v[i] = collapseLetter
+		case f&flPunct != 0:
+			v[i] = collapsePunct
+		case f&flMark != 0:
+			v[i] = collapseMark
+		case f&flSymbol != 0:
+			v[i] = collapseSymbol
+		default:
+			v[i] = collapseOther
 		}
 	}
-	if pos+1+w1 >= len(s) {
+	if collapsed {
+		t.collapsed = v
+	} else {
+		t.wide = v
+	}
+	return v
+}
+
+// A splitter cuts t's code points [lo, hi) and calls emit with the end of
+// each non-empty piece, in order; the last end is hi.
+type splitter func(t *preText, lo, hi int, emit func(end int))
+
+// flag returns the flags of code point i, 0 outside [lo, hi).
+func (t *preText) flag(i, lo, hi int) uint8 {
+	if i < lo || i >= hi {
+		return 0
+	}
+	return t.fl[i]
+}
+
+// at returns code point i, -1 outside [lo, hi).
+func (t *preText) at(i, lo, hi int) rune {
+	if i < lo || i >= hi {
 		return -1
 	}
-	r2, _, w2 := runeAt(s, pos+1+w1)
-	for _, p := range [...]string{"re", "ve", "ll"} {
-		if foldedIs(r1, p[0]) && foldedIs(r2, p[1]) {
-			return pos + 1 + w1 + w2
+	return t.cp[i]
+}
+
+// inRange reports whether i is a code point of [lo, hi): llama.cpp's
+// "flags.as_uint() != 0".
+func inRange(i, lo, hi int) bool { return lo <= i && i < hi }
+
+// contraction matches 's|'t|'re|'ve|'m|'ll|'d at i (ASCII letters, upper case
+// too when fold), returning its end or -1.
+func (t *preText) contraction(i, lo, hi int, fold bool) int {
+	if t.at(i, lo, hi) != '\'' || i+1 >= hi {
+		return -1
+	}
+	low := func(r rune) rune {
+		if fold && 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
 		}
+		return r
+	}
+	switch low(t.cp[i+1]) {
+	case 's', 't', 'm', 'd':
+		return i + 2
+	}
+	if i+2 >= hi {
+		return -1
+	}
+	switch a, b := low(t.cp[i+1]), low(t.cp[i+2]); {
+	case a == 'r' && b == 'e', a == 'v' && b == 'e', a == 'l' && b == 'l':
+		return i + 3
 	}
 	return -1
 }
 
-func isCRLF(r rune) bool { return r == '\r' || r == '\n' }
+// splitGPT2 is GPT-2's pattern,
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//
+// its alternatives tried in order at each position, each greedy.
+func splitGPT2(t *preText, lo, hi int, emit func(int)) {
+	for pos := lo; pos < hi; {
+		if end := t.contraction(pos, lo, hi, false); end >= 0 {
+			emit(end)
+			pos = end
+			continue
+		}
+		c := t.cp[pos]
+		// " ?X+" for X = letters, numbers, other: the space is taken when an X follows.
+		p := pos
+		if c == ' ' {
+			p++
+		}
+		f2 := t.flag(p, lo, hi)
+		var class uint8
+		switch {
+		case f2&flLetter != 0:
+			class = flLetter
+		case f2&flNumber != 0:
+			class = flNumber
+		case f2&(flSpace|flLetter|flNumber) == 0 && inRange(p, lo, hi):
+			class = 0 // other
+		default:
+			class = flSpace
+		}
+		if class != flSpace {
+			q := p + 1
+			for q < hi && t.classOf(q) == class {
+				q++
+			}
+			emit(q)
+			pos = q
+			continue
+		}
+		pos = spaceRun(t, pos, lo, hi, false, emit)
+	}
+}
 
-// llama3Next returns the end of the pre-token starting at pos (< len(s)).
-func llama3Next(s string, pos, maxDigits int) int {
-	if end := contractionEnd(s, pos); end >= 0 {
-		return end
+// classOf is code point i's class for GPT-2's runs: letter, number, space or
+// other (0).
+func (t *preText) classOf(i int) uint8 {
+	f := t.fl[i]
+	switch {
+	case f&flLetter != 0:
+		return flLetter
+	case f&flNumber != 0:
+		return flNumber
+	case f&flSpace != 0:
+		return flSpace
 	}
-	r, c, w := runeAt(s, pos)
-	letters := func(q int) int {
-		for q < len(s) {
-			_, cq, wq := runeAt(s, q)
-			if cq != classLetter {
-				break
+	return 0
+}
+
+// spaceRun matches the whitespace alternatives at pos: with newlines set,
+// \s*[\r\n]+ first; then \s+(?!\S) (a run of several before a non-space
+// gives back its last one) and \s+. A position that starts none of them is a
+// piece of one code point. It emits the piece and returns its end.
+func spaceRun(t *preText, pos, lo, hi int, newlines bool, emit func(int)) int {
+	n, lastNL := 0, -1
+	for pos+n < hi && t.fl[pos+n]&flSpace != 0 {
+		if r := t.cp[pos+n]; r == '\r' || r == '\n' {
+			lastNL = pos + n + 1
+		}
+		n++
+	}
+	end := pos + 1
+	switch {
+	case newlines && lastNL >= 0:
+		end = lastNL
+	case n > 1 && pos+n < hi:
+		end = pos + n - 1
+	case n > 0:
+		end = pos + n
+	}
+	emit(end)
+	return end
+}
+
+// splitLlama3 is the Llama 3 pattern (llama.cpp's spelling of the (?i:…)),
+//
+//	(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// and splitQwen2 Qwen2's, the same with \p{N} for \p{N}{1,3}.
+func splitLlama3(t *preText, lo, hi int, emit func(int)) { splitLlamaFamily(t, lo, hi, 3, emit) }
+
+func splitQwen2(t *preText, lo, hi int, emit func(int)) { splitLlamaFamily(t, lo, hi, 1, emit) }
+
+func splitLlamaFamily(t *preText, lo, hi, maxDigits int, emit func(int)) {
+	for pos := lo; pos < hi; {
+		if end := t.contraction(pos, lo, hi, true); end >= 0 {
+			emit(end)
+			pos = end
+			continue
+		}
+		c, f := t.cp[pos], t.fl[pos]
+		// [^\r\n\p{L}\p{N}]?\p{L}+
+		if c != '\r' && c != '\n' && f&flNumber == 0 && (f&flLetter != 0 || t.flag(pos+1, lo, hi)&flLetter != 0) {
+			q := pos + 1
+			for q < hi && t.fl[q]&flLetter != 0 {
+				q++
 			}
-			q += wq
+			emit(q)
+			pos = q
+			continue
 		}
-		return q
-	}
-	// [^\r\n\p{L}\p{N}]?\p{L}+
-	if c == classLetter {
-		return letters(pos + w)
-	}
-	if c != classNumber && !isCRLF(r) && pos+w < len(s) {
-		if _, c2, w2 := runeAt(s, pos+w); c2 == classLetter {
-			return letters(pos + w + w2)
-		}
-	}
-	// \p{N}{1,maxDigits}
-	if c == classNumber {
-		q := pos + w
-		for n := 1; n < maxDigits && q < len(s); n++ {
-			_, cq, wq := runeAt(s, q)
-			if cq != classNumber {
-				break
+		// \p{N}{1,maxDigits}
+		if f&flNumber != 0 {
+			q := pos + 1
+			for q < hi && q-pos < maxDigits && t.fl[q]&flNumber != 0 {
+				q++
 			}
-			q += wq
+			emit(q)
+			pos = q
+			continue
 		}
-		return q
-	}
-	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-	p, pc, pw := pos, c, w
-	if r == ' ' && pos+1 < len(s) {
-		if _, c2, w2 := runeAt(s, pos+1); c2 == classOther {
-			p, pc, pw = pos+1, c2, w2
+		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+		p := pos
+		if c == ' ' {
+			p++
 		}
-	}
-	if pc == classOther {
-		q := p + pw
-		for q < len(s) {
-			_, cq, wq := runeAt(s, q)
-			if cq != classOther {
-				break
+		if t.flag(p, lo, hi)&(flSpace|flLetter|flNumber) == 0 && (inRange(p, lo, hi) || p > pos) {
+			q := p
+			for q < hi && t.fl[q]&(flSpace|flLetter|flNumber) == 0 {
+				q++
 			}
-			q += wq
+			for q < hi && (t.cp[q] == '\r' || t.cp[q] == '\n') {
+				q++
+			}
+			emit(q)
+			pos = q
+			continue
 		}
-		for q < len(s) && (s[q] == '\r' || s[q] == '\n') {
+		pos = spaceRun(t, pos, lo, hi, true, emit)
+	}
+}
+
+// splitDigitGroups is llama.cpp's splitter for AFMoE's digit rule (also used
+// for Tiny Aya's \d{1,3}(?=(?:\d{3})*\b)): a run of n \p{N} is cut into a
+// head of n mod 3 and groups of three. As in llama.cpp, the text before a run
+// is not a piece of its own but the start of the run's first piece (the
+// patterns after this one cut it off again).
+func splitDigitGroups(t *preText, lo, hi int, emit func(int)) {
+	prev := lo
+	out := func(end int) {
+		if end > prev {
+			emit(end)
+			prev = end
+		}
+	}
+	for pos := lo; pos < hi; {
+		if t.fl[pos]&flNumber == 0 {
+			pos++
+			continue
+		}
+		start := pos
+		for pos < hi && t.fl[pos]&flNumber != 0 {
+			pos++
+		}
+		cur := start
+		if r := (pos - start) % 3; r > 0 {
+			cur += r
+			out(cur)
+		}
+		for ; cur < pos; cur += 3 {
+			out(cur + 3)
+		}
+	}
+	out(hi)
+}
+
+// splitNewlines is [^\n]+|[\n]+: runs of newlines and runs of the rest.
+func splitNewlines(t *preText, lo, hi int, emit func(int)) {
+	for pos := lo; pos < hi; {
+		nl := t.cp[pos] == '\n'
+		q := pos + 1
+		for q < hi && (t.cp[q] == '\n') == nl {
 			q++
 		}
-		return q
+		emit(q)
+		pos = q
 	}
-	// Whitespace. \s*[\r\n]+ takes the run up to its last \r or \n; without
-	// one, \s+(?!\S) and \s+ behave as in GPT-2's pattern.
-	q, last, n, nl := pos, pos, 0, -1
-	for q < len(s) {
-		rq, cq, wq := runeAt(s, q)
-		if cq != classSpace {
-			break
-		}
-		last = q
-		q += wq
-		n++
-		if isCRLF(rq) {
-			nl = q
-		}
-	}
-	if nl >= 0 {
-		return nl
-	}
-	if q == len(s) || n == 1 {
-		return q
-	}
-	return last
-}
-
-// preTokenizer describes how a tokenizer.ggml.pre name splits text.
-type preTokenizer struct {
-	split func(s string, emit func(string))
-	// ignoreMerges: a pre-token that is a whole piece is emitted as is,
-	// without merging (HF ignore_merges; llama.cpp sets it for Llama 3).
-	ignoreMerges bool
-	addBOS       bool // llama.cpp's add_bos default for this family
-}
-
-// preTokenizers maps the tokenizer.ggml.pre values this package implements
-// to their pre-tokenizer, following llama.cpp's llama_vocab::load. "" (no
-// key) and "default" use GPT-2's pattern, which is what HF's ByteLevel
-// pre-tokenizer does; llama.cpp instead applies an approximation it warns
-// "degrades generation quality".
-var preTokenizers = map[string]preTokenizer{
-	"":                 {split: splitGPT2},
-	"default":          {split: splitGPT2},
-	"gpt-2":            {split: splitGPT2},
-	"gpt2":             {split: splitGPT2},
-	"phi-2":            {split: splitGPT2},
-	"mpt":              {split: splitGPT2},
-	"olmo":             {split: splitGPT2},
-	"llama3":           {split: splitLlama3, ignoreMerges: true, addBOS: true},
-	"llama-v3":         {split: splitLlama3, ignoreMerges: true, addBOS: true},
-	"llama-bpe":        {split: splitLlama3, ignoreMerges: true, addBOS: true},
-	"falcon3":          {split: splitLlama3, ignoreMerges: true, addBOS: true},
-	"pixtral":          {split: splitLlama3, ignoreMerges: true, addBOS: true},
-	"qwen2":            {split: splitQwen2},
-	"stablelm2":        {split: splitQwen2},
-	"deepseek-r1-qwen": {split: splitQwen2},
-	"smollm":           {split: splitDigitsGPT2},
-	"starcoder":        {split: splitDigitsGPT2},
-	"refact":           {split: splitDigitsGPT2},
-	"command-r":        {split: splitDigitsGPT2},
-	"codeshell":        {split: splitDigitsGPT2},
 }

@@ -6,14 +6,24 @@
 //     spaces become "▁" (GGUF vocabularies) and the adjacent pair whose merged
 //     piece has the highest score is merged until none is left; characters that
 //     are no piece fall back to the "<0xXX>" byte pieces.
-//   - Byte-level BPE (Kind BPE): GPT-2 style. Text is split by the GPT-2
-//     pre-tokenizer, each byte is mapped to a printable rune and pairs are
-//     merged in the order of the merges list.
+//   - Byte-level BPE (Kind BPE): GPT-2, Llama 3, Qwen2, SmolLM, DeepSeek …
+//     Text is split by the pre-tokenizer its tokenizer.ggml.pre names (a
+//     table of llama.cpp's pattern sequences, pretable.go), each byte is
+//     mapped to a printable rune and pairs are merged in the order of the
+//     merges list.
 //
 // Both reproduce llama.cpp's tokenizers (llm_tokenizer_spm, llm_tokenizer_bpe)
-// token for token on llama.cpp's own test vectors, and llama2.c's run.c for
-// its tokenizer.bin files. Encode never fails: what no piece covers goes
-// through byte fallback, or the unknown token when there is no byte piece.
+// token for token on llama.cpp's own test vectors and, for every
+// tokenizer.ggml.pre value, on ids llama.cpp produced (testdata/), and
+// llama2.c's run.c for its tokenizer.bin files. Encode never fails: what no
+// piece covers goes through byte fallback, or the unknown token when there
+// is no byte piece. (Unlike llama.cpp, which reads invalid UTF-8 as U+FFFD,
+// byte-level BPE keeps invalid bytes as they are, so it stays lossless.)
+//
+// Vocabularies come from GGUF metadata, llama2.c tokenizer.bin files, and
+// Hugging Face tokenizer.json files (ParseHFTokenizer, to GGUF's
+// representation). End-of-generation sets (EOG) are derived as llama.cpp
+// derives them.
 //
 // A Tokenizer is immutable after loading and safe for concurrent use.
 package tokenizer

@@ -36,6 +36,7 @@ type vocab struct {
 
 	bos, eos, unk  int32
 	addBOS, addEOS bool
+	eog            []int32 // end-of-generation ids, sorted (eog.go)
 }
 
 func mergeable(t TokenType) bool {
@@ -87,6 +88,7 @@ func newVocab(pieces []string, types []TokenType, bos, eos, unk int32, unescape 
 			v.specials = append(v.specials, id)
 		}
 	}
+	v.eog, _ = eogSet(pieces, types, eos, nil)
 	v.specials = slices.DeleteFunc(v.specials, func(id int32) bool { return pieces[id] == "" })
 	slices.SortFunc(v.specials, func(a, b int32) int {
 		if c := cmp.Compare(len(pieces[b]), len(pieces[a])); c != 0 {

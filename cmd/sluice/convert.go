@@ -10,7 +10,8 @@ import (
 func cmdConvert(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("convert")
 	out := fs.String("o", "", "the GGUF file to write")
-	tok := fs.String("tokenizer", "", "llama2.c tokenizer.bin: the vocabulary to embed (tokenizer.json is not supported yet)")
+	tok := fs.String("tokenizer", "", "llama2.c tokenizer.bin: the vocabulary to embed (default for a Hugging Face directory: its tokenizer.json)")
+	pre := fs.String("tokenizer-pre", "", "tokenizer.ggml.pre to write for a byte-level tokenizer.json whose pre-tokenizer is not recognised")
 	name := fs.String("name", "", "general.name (default: the input's base name)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -23,7 +24,7 @@ func cmdConvert(ctx context.Context, e *env, args []string) error {
 	if *out == "" {
 		return fmt.Errorf("convert: no output: give -o OUT.gguf: %w", errUsage)
 	}
-	if err := convert.File(in, *out, convert.Options{Tokenizer: *tok, Name: *name, Logger: e.log}); err != nil {
+	if err := convert.File(in, *out, convert.Options{Tokenizer: *tok, TokenizerPre: *pre, Name: *name, Logger: e.log}); err != nil {
 		return err
 	}
 	e.log.Info().Str("in", in).Str("out", *out).Msg("converted")

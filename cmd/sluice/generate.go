@@ -29,6 +29,7 @@ import (
 type modelFlags struct {
 	fs                   *flag.FlagSet
 	model, tok, tier     *string
+	tokPre               *string
 	threads, ctx, pageTk *int
 	budget               int64
 	kvBudget             int64
@@ -40,6 +41,7 @@ func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
 		fs:       fs,
 		model:    fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
 		tok:      fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
+		tokPre:   fs.String("tokenizer-pre", "", "byte-level BPE pre-tokenizer `NAME` to use instead of the GGUF's tokenizer.ggml.pre"),
 		tier:     fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
 		threads:  fs.Int("threads", 0, "kernel threads (default: all cores)"),
 		ctx:      fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
@@ -66,6 +68,9 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 	}
 	if *m.tok != "" {
 		p.Model.Tokenizer = *m.tok
+	}
+	if *m.tokPre != "" {
+		p.Model.TokenizerPre = *m.tokPre
 	}
 	if *m.tier != "" {
 		p.Model.Tier = *m.tier
@@ -112,7 +117,7 @@ func loadModel(ctx context.Context, e *env, p *pipelines.Pipeline, adapters ...l
 		bar.Set64(done)
 	}
 	l, err := model.Load(ctx, model.LoadOptions{
-		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, Tier: tier, Threads: p.Model.Threads,
+		Path: p.Model.Path, Tokenizer: p.Model.Tokenizer, TokenizerPre: p.Model.TokenizerPre, Tier: tier, Threads: p.Model.Threads,
 		Logger: e.log, Progress: progress, Budget: p.Model.MemBudget,
 	})
 	if bar != nil {

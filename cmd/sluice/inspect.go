@@ -160,19 +160,42 @@ func cmdTokenize(ctx context.Context, e *env, args []string) error {
 	m := fs.String("m", "", "model or vocabulary file (.gguf, or a llama2.c .bin with --tokenizer)")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin")
 	bos := fs.Bool("bos", false, "prepend BOS")
+	special := fs.Bool("parse-special", false, "turn the text of control tokens (<|im_end|>, <s>, …) into those tokens, as llama.cpp's parse_special")
+	pre := fs.String("tokenizer-pre", "", "byte-level BPE pre-tokenizer to use instead of the file's tokenizer.ggml.pre (a name llama.cpp knows)")
+	inp := fs.String("inp", "", "read llama.cpp tokenizer test cases (test-tokenizer-0's .inp: each text followed by a line __ggml_vocab_test__) from FILE instead of standard input and print one line of ids per case, as its .out files")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	tok, err := openTokenizer(*m, *tokPath)
+	tok, err := openTokenizer(*m, *tokPath, *pre)
 	if err != nil {
+		return err
+	}
+	o := tokenizer.EncodeOptions{BOS: *bos, ParseSpecial: *special}
+	var sb strings.Builder
+	if *inp != "" {
+		data, err := os.ReadFile(*inp)
+		if err != nil {
+			return err
+		}
+		const sep = "\n__ggml_vocab_test__\n"
+		cases := strings.Split(string(data), sep)
+		if cases[len(cases)-1] != "" {
+			return fmt.Errorf("%s: byte %d: the last case is not followed by %q", *inp, len(data)-len(cases[len(cases)-1]), sep)
+		}
+		for _, c := range cases[:len(cases)-1] {
+			for _, id := range tok.Encode(c, o) {
+				fmt.Fprintf(&sb, " %d", id)
+			}
+			sb.WriteByte('\n')
+		}
+		_, err = io.WriteString(e.stdout, sb.String())
 		return err
 	}
 	in, err := io.ReadAll(e.stdin)
 	if err != nil {
 		return fmt.Errorf("read standard input: %w", err)
 	}
-	ids := tok.Encode(string(in), tokenizer.EncodeOptions{BOS: *bos})
-	var sb strings.Builder
+	ids := tok.Encode(string(in), o)
 	for i, id := range ids {
 		if i > 0 {
 			sb.WriteByte(' ')
@@ -186,7 +209,8 @@ func cmdTokenize(ctx context.Context, e *env, args []string) error {
 
 // openTokenizer finds the vocabulary: a llama2.c tokenizer.bin (its size from
 // the model when one is given), or the one inside a GGUF file.
-func openTokenizer(modelPath, tokPath string) (tokenizer.Tokenizer, error) {
+// pre, when set, replaces a GGUF vocabulary's tokenizer.ggml.pre.
+func openTokenizer(modelPath, tokPath, pre string) (tokenizer.Tokenizer, error) {
 	if tokPath != "" {
 		vocab := 0
 		if modelPath != "" {
@@ -212,5 +236,5 @@ func openTokenizer(modelPath, tokPath string) (tokenizer.Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (a llama2.c .bin model needs --tokenizer)", err)
 	}
-	return tokenizer.FromGGUF(g)
+	return tokenizer.FromGGUFOptions(g, tokenizer.GGUFOptions{Pre: pre})
 }
