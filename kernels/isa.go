@@ -84,3 +84,8 @@ func setISA(c isaLevel) {
 		f(c)
 	}
 }
+
+// ISANames are the values SLUICE_ISA accepts on this architecture,
+// narrowest first (generic, avx2, avx512 on amd64; generic, neon,
+// neon-dotprod on arm64).
+func ISANames() []string { return append([]string(nil), isaNames...) }
