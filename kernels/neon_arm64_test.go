@@ -101,10 +101,39 @@ func quantWeight(r *rand.Rand, t tensor.DType, rows, nb, off int, sane bool) []b
 	return w
 }
 
+// quantModel is matq_arm64.go's documented computation of one output in Go:
+// acc = fma(float32(L_b), dW_b·dX_b, acc) over the blocks, L_b exact (see
+// TestFloatNEONOrder on float32(math.FMA)).
+func quantModel(dt tensor.DType, row []byte, q []int8, d []float32) float32 {
+	bl := q8Blk
+	if dt == tensor.Q4_0 {
+		bl = q4Blk
+	}
+	var acc float32
+	for b := range d {
+		blk := row[b*bl : (b+1)*bl]
+		var l int32
+		for j := range tile {
+			var wq int32
+			if dt == tensor.Q8_0 {
+				wq = int32(int8(blk[2+j]))
+			} else if j < tile/2 {
+				wq = int32(blk[2+j]&0x0f) - 8
+			} else {
+				wq = int32(blk[2+j-tile/2]>>4) - 8
+			}
+			l += wq * int32(q[b*tile+j])
+		}
+		s := quantScaleTable()[binary.LittleEndian.Uint16(blk)] * d[b]
+		acc = float32(math.FMA(float64(l), float64(s), float64(acc)))
+	}
+	return acc
+}
+
 // TestNEONIntegerPaths checks that the SMULL/SADALP and the SDOT kernels
 // give the same bits (their block sums are exact and their float steps the
 // same), and that each output of every tile shape equals the one-row,
-// one-input kernel's, for Q8_0 and Q4_0 over 1–9 inputs, odd row counts,
+// one-input kernel's, which in turn equals quantModel, for Q8_0 and Q4_0 over 1–9 inputs, odd row counts,
 // raw and sane weights, special activations and unaligned data, with
 // guards after dst.
 func TestNEONIntegerPaths(t *testing.T) {
@@ -145,6 +174,10 @@ func TestNEONIntegerPaths(t *testing.T) {
 							for i := 0; i < n; i++ {
 								for rr := 0; rr < rows; rr++ {
 									s.one.k1x1(&want[i*rows+rr], &w[rr*nb*s.blockLen], &xq.q[i*cols], &xq.d[i*nb], nb, tab)
+									row := w[rr*nb*s.blockLen : (rr+1)*nb*s.blockLen]
+									if m := quantModel(s.dt, row, xq.q[i*cols:(i+1)*cols], xq.d[i*nb:(i+1)*nb]); !sameBits(m, want[i*rows+rr]) {
+										t.Fatalf("%s: row %d input %d = %v, the documented order gives %v", what, rr, i, want[i*rows+rr], m)
+									}
 								}
 							}
 							kerns := []kern{s.plain}
@@ -249,6 +282,81 @@ func TestAttnNEONRoutines(t *testing.T) {
 				for i, x := range obuf {
 					if (i < g+off || i >= g+off+d) && x != -7 {
 						t.Fatalf("d=%d n=%d off=%d: axpy wrote out[%d]", d, n, off, i-g-off)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFloatNEONOrder checks the float kernels compute exactly the order
+// matfloat_arm64.go documents: two 4-lane FMA chains over the 8-column
+// steps, lanes added pairwise, then the Go tail, for F32, F16 and BF16 on
+// every tile shape (through the dispatch kernel: n = 1 and n = 6, odd rows,
+// cols off the vector width). The model's float32 FMA is float32(math.FMA):
+// the float32 product is exact in float64, so it equals a true float32 FMA
+// unless the sum's rounding to float64 lands on a float32 halfway point
+// (double rounding), which these fixed seeds never hit.
+func TestFloatNEONOrder(t *testing.T) {
+	requireNEON(t)
+	fma := func(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
+	model := func(w, x []float32) float32 {
+		var a, b [4]float32
+		c8 := len(w) &^ 7
+		for i := 0; i < c8; i += 8 {
+			for l := range 4 {
+				a[l] = fma(w[i+l], x[i+l], a[l])
+				b[l] = fma(w[i+4+l], x[i+4+l], b[l])
+			}
+		}
+		var s [4]float32
+		for l := range s {
+			s[l] = a[l] + b[l]
+		}
+		r := (s[0] + s[1]) + (s[2] + s[3])
+		for j := c8; j < len(w); j++ {
+			r += float32(w[j] * x[j])
+		}
+		return r
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	for _, k := range []floatKind{kindF32, kindF16, kindBF16} {
+		kern := [...]func(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int){matF32NEON, matF16NEON, matBF16NEON}[k]
+		size := [...]int{4, 2, 2}[k]
+		for _, cols := range []int{8, 9, 15, 16, 24, 33, 64, 100} {
+			for _, rows := range []int{1, 3, 5, 9} {
+				for _, n := range []int{1, 6} {
+					wb := make([]byte, rows*cols*size)
+					wf := make([]float32, rows*cols)
+					for i := range wf {
+						v := float32(r.NormFloat64())
+						switch k {
+						case kindF32:
+							binary.LittleEndian.PutUint32(wb[4*i:], math.Float32bits(v))
+						case kindF16:
+							h := tensor.F32ToF16(v)
+							binary.LittleEndian.PutUint16(wb[2*i:], h)
+							v = tensor.F16ToF32(h)
+						default:
+							h := tensor.F32ToBF16(v)
+							binary.LittleEndian.PutUint16(wb[2*i:], h)
+							v = math.Float32frombits(uint32(h) << 16)
+						}
+						wf[i] = v
+					}
+					x := make([]float32, n*cols)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					dst := make([]float32, n*rows)
+					kern(dst, wb, x, n, rows, cols, 0, rows)
+					for i := 0; i < n; i++ {
+						for rr := 0; rr < rows; rr++ {
+							want := model(wf[rr*cols:(rr+1)*cols], x[i*cols:(i+1)*cols])
+							if got := dst[i*rows+rr]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("kind %d %d×%d n=%d: dst[%d] = %v, documented order gives %v", k, rows, cols, n, i*rows+rr, got, want)
+							}
+						}
 					}
 				}
 			}
