@@ -10,6 +10,7 @@ import (
 // (Heads/KVHeads)):
 //
 //	for each visible slot j, ascending: score[j] = Dot(q_h, k_j[kvh]) * Scale
+//	  (capped when Softcap > 0: score[j] = float32(tanh(score[j] * (1/Softcap))) * Softcap)
 //	Softmax(scores of the visible slots)
 //	out := 0; for each visible slot j, ascending: out[t] += float32(a_j * v_j[kvh][t])
 //
@@ -69,12 +70,16 @@ func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s Att
 	// Threads only pay for their wake-up (a few µs) on enough work: about
 	// 2·HeadDim flops per visible slot each for the scores and the values.
 	parts := min(p.Threads(), items, 1+items*per*max(s.HeadDim, 1)/attnMinWork)
+	impl := attentionImpl
+	if s.Softcap > 0 { // the vector kernels do not cap scores
+		impl = attentionGeneric
+	}
 	if parts <= 1 {
-		attentionImpl(dst, q, kv, mask, s, scratch[:per], 0, items)
+		impl(dst, q, kv, mask, s, scratch[:per], 0, items)
 		return
 	}
 	j := getAttnJob()
-	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, fn: j.fn}
+	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, impl: impl, fn: j.fn}
 	// One index per part: For gives each thread one part (or, on a closed
 	// pool, runs them all inline), and part k owns scratch chunk k.
 	p.For(parts, j.fn)
@@ -96,13 +101,14 @@ type attnJob struct {
 	s                 AttnShape
 	scratch           []float32
 	per, items, parts int
+	impl              func(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int)
 	fn                func(lo, hi int)
 }
 
 func (j *attnJob) run(lo, hi int) {
 	for k := lo; k < hi; k++ {
 		a, b := chunkBounds(j.items, j.parts, k)
-		attentionImpl(j.dst, j.q, j.kv, j.mask, j.s, j.scratch[k*j.per:(k+1)*j.per], a, b)
+		j.impl(j.dst, j.q, j.kv, j.mask, j.s, j.scratch[k*j.per:(k+1)*j.per], a, b)
 	}
 }
 

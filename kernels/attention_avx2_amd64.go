@@ -2,6 +2,8 @@
 
 package kernels
 
+import "math/bits"
+
 // attentionAVX2 is attentionGeneric with its two inner loops in AVX2 + FMA
 // assembly (attention_avx2_amd64.s), for head dims that are a multiple of
 // 8; it is installed by the avx2 and avx512 sets of the default build (a
@@ -10,16 +12,16 @@ package kernels
 // the visible slots alone:
 //
 //	score_j = hsum8(8-lane FMA chain of q·k_j) · Scale   (visible j ascending)
-//	softmaxGeneric(scores)                               (the same as ref)
+//	softmaxAsm(scores)                                   (softmax_amd64.go)
 //	out[t] = fma(a_j, v_j[t], out[t])                    (visible j ascending, out from 0)
 //
 // so an item does not depend on the other rows, on how many slots one
 // assembly call covers (a run of visible slots within a page: four at a
 // time or one, each with its own chain) or on the thread split. Against ref
-// only the dot's reassociation and the fused multiply-adds differ, within
-// requireAttnRef's tolerance. The 110m model at 450 tokens of context spent
-// 54% of a one-thread avx2 run in the generic attention, most of it in the
-// scalar dot products.
+// only the dot's reassociation, the fused multiply-adds and the softmax's
+// float32 exp differ, within requireAttnRef's tolerance. The 110m model at
+// 450 tokens of context spent 54% of a one-thread avx2 run in the generic
+// attention, most of it in the scalar dot products.
 func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
 	if d <= 0 || d%8 != 0 {
@@ -39,45 +41,94 @@ func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []f
 		clear(out)
 		n := 0
 		// Runs of visible slots within one page: start slot (j0), length.
-		for j := jlo; j < jhi; {
-			if tree && !mask.Visible(i, int32(j)) {
-				j++
-				continue
+		for j := jlo; ; {
+			j0, m := visibleRun(mask, tree, i, j, jhi, pt)
+			if m == 0 {
+				break
 			}
-			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
-			}
+			pg, slot := j0/pt, j0%pt
 			page := kv.K[pg]
 			_ = page[(slot+m-1)*kvDim+off+d-1]
 			_ = scratch[n+m-1]
 			attnDotsAVX2(&scratch[n], &qh[0], &page[slot*kvDim+off], stride, m, d, s.Scale)
 			n += m
-			j += m
+			j = j0 + m
 		}
 		if n == 0 {
 			continue
 		}
-		softmaxGeneric(scratch[:n])
+		softmaxAsm(scratch[:n])
 		n = 0
-		for j := jlo; j < jhi; {
-			if tree && !mask.Visible(i, int32(j)) {
-				j++
-				continue
+		for j := jlo; ; {
+			j0, m := visibleRun(mask, tree, i, j, jhi, pt)
+			if m == 0 {
+				break
 			}
-			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
-			}
+			pg, slot := j0/pt, j0%pt
 			page := kv.V[pg]
 			_ = page[(slot+m-1)*kvDim+off+d-1]
 			attnAxpyAVX2(&out[0], &scratch[n], &page[slot*kvDim+off], stride, m, d)
 			n += m
-			j += m
+			j = j0 + m
 		}
 	}
+}
+
+// visibleRun finds the first slot j0 ≥ j below hi that row i of mask sees
+// and the length m of the run of visible slots from it that stays within
+// one page of pt slots (m = 0: none left). Below the row's TreeBase every
+// slot in [Lo, Hi) is visible; above it the tree's bit words are scanned a
+// word at a time, not slot by slot (a SpecExec verification pass over a
+// 64-node tree asked Mask.Visible per slot, per head, twice: a seventh of
+// the run).
+func visibleRun(mask *Mask, tree bool, i, j, hi, pt int) (j0, m int) {
+	if j >= hi {
+		return j, 0
+	}
+	end := min(hi, (j/pt+1)*pt)
+	if !tree {
+		return j, end - j
+	}
+	base := int(mask.TreeBase[i])
+	if j < base {
+		return j, min(end, base) - j
+	}
+	words := mask.Tree[i]
+	// Skip to the next set bit.
+	k := j - base
+	for {
+		w := k / 64
+		if w >= len(words) {
+			return hi, 0
+		}
+		if b := words[w] >> (uint(k) % 64); b != 0 {
+			k += bits.TrailingZeros64(b)
+			break
+		}
+		k = (w + 1) * 64
+	}
+	j0 = base + k
+	if j0 >= hi {
+		return hi, 0
+	}
+	end = min(hi, (j0/pt+1)*pt)
+	// Count the set bits from k on, up to the page's (or range's) end.
+	for m = 0; j0+m < end; {
+		kk := k + m
+		w := kk / 64
+		if w >= len(words) {
+			break
+		}
+		ones := bits.TrailingZeros64(^(words[w] >> (uint(kk) % 64)))
+		if rem := 64 - kk%64; ones > rem {
+			ones = rem
+		}
+		m += ones
+		if ones < 64-kk%64 {
+			break // a clear bit ends the run
+		}
+	}
+	return j0, min(m, end-j0)
 }
 
 //go:noescape

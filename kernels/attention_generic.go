@@ -1,10 +1,16 @@
 package kernels
 
+import "math"
+
 func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
 	group := s.Heads / s.KVHeads
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
+	inv := float32(0)
+	if s.Softcap > 0 {
+		inv = 1 / s.Softcap
+	}
 	for it := lo; it < hi; it++ {
 		i, h := it/s.Heads, it%s.Heads
 		jlo, jhi, tree := visibleRange(kv, mask, i)
@@ -17,7 +23,11 @@ func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch 
 		for j := jlo; j < jhi; j++ {
 			if !tree || mask.Visible(i, int32(j)) {
 				k := kv.K[pg][slot*kvDim+off : slot*kvDim+off+d]
-				scratch[n] = dotGeneric(qh, k) * s.Scale
+				sc := dotGeneric(qh, k) * s.Scale
+				if s.Softcap > 0 {
+					sc = float32(math.Tanh(float64(sc*inv))) * s.Softcap
+				}
+				scratch[n] = sc
 				n++
 			}
 			if slot++; slot == pt {

@@ -1,6 +1,6 @@
 // Package kernels is the math of a forward pass on plain slices: matrix-vector
 // and matrix-matrix products over F32/F16/BF16/Q8_0/Q4_0 weights, RMSNorm, RoPE,
-// softmax, SiLU/SwiGLU, residual add and masked (GQA, sliding-window, tree)
+// softmax, SiLU/SwiGLU, GeGLU, soft-capping, residual add and masked (GQA, sliding-window, tree)
 // attention over a paged KV cache.
 //
 // # Reference, generic and fast paths
@@ -41,11 +41,11 @@
 //     CI runs them under qemu-user (make test-arm64), on qemu's "max" CPU
 //     and on a Cortex-A53 model (no dot product); speed is unmeasured
 //     there, see "ARM64 cost per block" below.
-//   - Attention's score dots and value sums are assembly too (AVX2 + FMA,
-//     on both fast sets, head dims that are multiples of 8); softmax,
-//     RMSNorm, RoPE and SwiGLU stay generic in the default build (in a
-//     110m avx2 profile at 450 tokens of context softmax with its exp is
-//     7% and SwiGLU 5%: the next candidates).
+//   - Attention's score dots, softmax and value sums are assembly too
+//     (AVX2 and FMA, on both fast sets, head dims that are multiples of 8; the
+//     softmax's exp is the archsimd build's float32 polynomial, on 16 lanes
+//     with AVX-512). RMSNorm, RoPE and SwiGLU stay generic in the default
+//     build (SwiGLU was 5% of a 110m avx2 profile at 450 tokens of context).
 //   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
 //     an oracle and an opt-in, not as a dispatch target for the matrix
 //     products: the assembly tests compare the AVX-512 and AVX2 matrix

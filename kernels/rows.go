@@ -21,6 +21,7 @@ const (
 	rowRoPE
 	rowSwiGLU
 	rowAdd
+	rowGeGLU
 )
 
 // rowJob is one row-wise call, split by row across a Pool.
@@ -49,6 +50,8 @@ func (j *rowJob) run(lo, hi int) {
 		swiGLUImpl(j.dst[lo*d:hi*d], j.a[lo*d:hi*d], j.b[lo*d:hi*d])
 	case rowAdd:
 		addImpl(j.dst[lo*d:hi*d], j.a[lo*d:hi*d])
+	case rowGeGLU:
+		geGLUImpl(j.dst[lo*d:hi*d], j.a[lo*d:hi*d], j.b[lo*d:hi*d])
 	}
 }
 
@@ -95,6 +98,15 @@ func SwiGLURows(p *Pool, dst, gate, up []float32, n int) {
 		panic(fmt.Sprintf("kernels: SwiGLURows: len(dst)=%d, len(gate)=%d, len(up)=%d", len(dst), len(gate), len(up)))
 	}
 	runRows(p, rowJob{kind: rowSwiGLU, dst: dst, a: gate, b: up, dim: d}, n)
+}
+
+// GeGLURows is GeGLU over n rows of len(dst)/n values.
+func GeGLURows(p *Pool, dst, gate, up []float32, n int) {
+	d := rowsDim("GeGLURows", len(dst), n)
+	if len(gate) < n*d || len(up) < n*d {
+		panic(fmt.Sprintf("kernels: GeGLURows: len(dst)=%d, len(gate)=%d, len(up)=%d", len(dst), len(gate), len(up)))
+	}
+	runRows(p, rowJob{kind: rowGeGLU, dst: dst, a: gate, b: up, dim: d}, n)
 }
 
 // AddRows is Add (dst += a) over n rows of len(dst)/n values.

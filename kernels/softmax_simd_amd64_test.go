@@ -169,3 +169,35 @@ func BenchmarkSoftmaxSIMD(b *testing.B) {
 		})
 	}
 }
+
+// TestSoftmaxAsmOracle: the assembly softmax gives softmaxSIMD's bits, on
+// both widths, at every length around the vector boundaries.
+func TestSoftmaxAsmOracle(t *testing.T) {
+	for _, avx2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("avx2=%v", avx2), func(t *testing.T) {
+			if avx2 {
+				defer UseAVX2()()
+			}
+			r := rand.New(rand.NewPCG(3, 5))
+			for n := 1; n <= 80; n++ {
+				for _, scale := range []float64{0.1, 3, 30, 300} {
+					x := make([]float32, n)
+					for i := range x {
+						x[i] = float32(r.NormFloat64() * scale)
+					}
+					if n%7 == 0 {
+						x[n/2] = float32(math.Inf(-1))
+					}
+					want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+					softmaxSIMD(want)
+					softmaxAsm(got)
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("n=%d scale=%v: out[%d] = %v, archsimd %v", n, scale, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -59,4 +59,9 @@ func (m *Mask) Visible(i int, j int32) bool {
 type AttnShape struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // usually 1/sqrt(HeadDim)
+	// Softcap, when positive, caps every scaled score to
+	// Softcap·tanh(score/Softcap) before the softmax (Gemma 2's
+	// attn_logit_softcapping); 0 is none. Capped calls run the generic
+	// kernel.
+	Softcap float32
 }

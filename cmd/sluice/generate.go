@@ -9,8 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/sluicehq/sluice"
@@ -178,6 +180,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	mf := addModelFlags(fs, "m")
 	sf := addSpecFlags(fs)
 	prompt := fs.String("p", "", "prompt (default: empty, generation starts from BOS)")
+	promptIDs := fs.String("prompt-ids", "", "the prompt as token ids separated by spaces or commas (\"1 15043 3186\"), used as given: no BOS is added (instead of -p)")
 	n := fs.Int("n", 256, "new tokens to generate (0: until a stop token or the context is full)")
 	temp := fs.Float64("temp", 0.8, "temperature; 0 is greedy")
 	topK := fs.Int("top-k", 40, "top-k (0: off)")
@@ -247,6 +250,14 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt), Beam: beam}
+	if *promptIDs != "" {
+		if *prompt != "" || *chatMode {
+			return fmt.Errorf("generate: --prompt-ids replaces -p and --chat; give one of them: %w", errUsage)
+		}
+		if req.Tokens, err = parsePromptIDs(*promptIDs); err != nil {
+			return err
+		}
+	}
 	if len(sets) > 0 {
 		req.Adapter = sets[0].Name
 	}
@@ -287,6 +298,25 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return res.Err
+}
+
+// parsePromptIDs reads --prompt-ids: decimal token ids separated by spaces
+// and/or commas. Range checks against the vocabulary are the engine's (the
+// request then fails naming the position and the id).
+func parsePromptIDs(s string) ([]int32, error) {
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("generate: --prompt-ids %q holds no token id: %w", s, errUsage)
+	}
+	ids := make([]int32, len(fields))
+	for i, f := range fields {
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("generate: --prompt-ids item %d is %q, want a token id (a non-negative integer): %w", i+1, f, errUsage)
+		}
+		ids[i] = int32(v)
+	}
+	return ids, nil
 }
 
 // chatPrompt renders prompt as one user message with the chat template

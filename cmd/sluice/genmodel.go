@@ -43,7 +43,9 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	dtypeName := fs.String("dtype", "f32", "matrix type: f32, f16, bf16, q8_0 or q4_0 (norms stay f32)")
 	seed := fs.Uint64("seed", 0, "random seed; the same seed, preset and dtype give the same file")
 	std := fs.Float64("std", 0, fmt.Sprintf("standard deviation of the weights; 0: the architecture's (llama: %g, others: 0.2)", synth.DefaultStd))
-	embedStd := fs.Float64("embed-std", 0, fmt.Sprintf("standard deviation of the token embedding; 0: the architecture's (llama: %g, others: 0.2)", float64(synth.DefaultEmbedStd)))
+	embedStd := fs.Float64("embed-std", 0, fmt.Sprintf("standard deviation of the token embedding; 0: the architecture's (llama: %g, gemma2/gemma3: 0.02, others: 0.2)", float64(synth.DefaultEmbedStd)))
+	window := fs.Int("window", 0, "gemma2, gemma3: attention.sliding_window of the local layers; 0: the architecture's (4096, 1024)")
+	attnCap := fs.Float64("attn-softcap", 0, "gemma2: attn_logit_softcapping; 0: the architecture's (50)")
 	tok := fs.String("tokenizer", "auto", "llama2.c tokenizer.bin for the vocabulary; auto: "+sharedLlama2Tokenizer+" when it exists and the preset has 32000 tokens; none: the generated vocabulary")
 	threads := fs.Int("threads", 0, "goroutines generating weights (0: all cores); the output does not depend on it")
 	out := fs.String("o", "", "output GGUF file (required)")
@@ -81,10 +83,14 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("gen-model: --dtype: %w", err)
 	}
+	if *window < 0 || *attnCap < 0 {
+		return fmt.Errorf("gen-model: --window %d, --attn-softcap %v: want both ≥ 0 (0: the architecture's default): %w", *window, *attnCap, errUsage)
+	}
 	if *std < 0 || *embedStd < 0 {
 		return fmt.Errorf("gen-model: --std %v, --embed-std %v: want both ≥ 0 (0: the architecture's default): %w", *std, *embedStd, errUsage)
 	}
-	o := synth.Options{Preset: p, Arch: *archName, HeadDim: *headDim, DType: dt, Seed: *seed, Std: float32(*std), EmbedStd: float32(*embedStd), Workers: *threads}
+	o := synth.Options{Preset: p, Arch: *archName, HeadDim: *headDim, DType: dt, Seed: *seed, Std: float32(*std), EmbedStd: float32(*embedStd),
+		Window: *window, AttnSoftcap: float32(*attnCap), Workers: *threads}
 	switch *tok {
 	case "none":
 	case "auto":

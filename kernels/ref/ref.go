@@ -137,7 +137,8 @@ func RoPE(x []float32, pos int32, heads, headDim, ropeDim int, base float32, sty
 
 // Attention is kernels.Attention written as llama2.c's attention loop over
 // every slot with an explicit visibility test (scores are multiplied by
-// s.Scale; pass 1/sqrt(HeadDim) for llama2.c's division by sqrtf(head_size)).
+// s.Scale; pass 1/sqrt(HeadDim) for llama2.c's division by sqrtf(head_size);
+// a positive s.Softcap then caps them with Softcap before the softmax).
 //
 //	// q, dst: (rows, Heads*HeadDim); KV rows: (kv.Len, KVHeads*HeadDim)
 func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s kernels.AttnShape) {
@@ -156,6 +157,9 @@ func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s 
 				k := kvRow(kv.K, kv.PageTokens, s.KVHeads*d, j)[kvh*d : (kvh+1)*d]
 				visible = append(visible, j)
 				att = append(att, Dot(qh, k)*s.Scale)
+			}
+			if s.Softcap > 0 {
+				Softcap(att, s.Softcap)
 			}
 			Softmax(att)
 			out := dst[(i*s.Heads+h)*d : (i*s.Heads+h+1)*d]

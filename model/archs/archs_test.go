@@ -44,6 +44,9 @@ type archCase struct {
 	arch    string
 	headDim int // 0: width/heads
 	seed    uint64
+	layers  int     // 0: preset's
+	window  int     // synth.Options.Window (gemma): 0 the architecture's
+	softcap float32 // synth.Options.AttnSoftcap (gemma2): 0 the architecture's
 }
 
 // The seeds. At F32 every seed tried (11 to 30) gives llama.cpp's 64 ids. At
@@ -58,6 +61,14 @@ var cases = []archCase{
 	{arch: "qwen2", seed: 14},
 	{arch: "qwen3", headDim: 32, seed: 17}, // 4 heads of 32 over a width of 64
 	{arch: "phi3", seed: 28},
+	// gemma2: layer 0 local (a window of 16 of the 71 tokens), layer 1
+	// global; an attention cap of 5 that binds (the real 50 hardly does at
+	// these scores; the ids differ between the two, and llama.cpp agrees
+	// with both at F32 for all six seeds tried).
+	{arch: "gemma2", seed: 14, window: 16, softcap: 5},
+	// gemma3: layers 0–4 local (window 16, RoPE base 10000), layer 5
+	// global (base 1e6, linear scaling 8).
+	{arch: "gemma3", seed: 13, layers: 6, window: 16},
 }
 
 var dtypes = []tensor.DType{tensor.F32, tensor.Q8_0}
@@ -68,7 +79,12 @@ func (c archCase) key(dt tensor.DType) string { return c.arch + "/" + dt.String(
 func (c archCase) write(t *testing.T, dir string, dt tensor.DType) string {
 	t.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("%s-%v.gguf", c.arch, dt))
-	if err := synth.WriteFile(path, synth.Options{Preset: preset, Arch: c.arch, HeadDim: c.headDim, DType: dt, Seed: c.seed, Workers: 1}); err != nil {
+	p := preset
+	if c.layers != 0 {
+		p.Layers = c.layers
+	}
+	if err := synth.WriteFile(path, synth.Options{Preset: p, Arch: c.arch, HeadDim: c.headDim, DType: dt, Seed: c.seed,
+		Window: c.window, AttnSoftcap: c.softcap, Workers: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return path

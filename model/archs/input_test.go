@@ -107,6 +107,24 @@ func TestBadInput(t *testing.T) {
 			[]string{"missing tensor(s) blk.1.attn_q.weight, blk.1.attn_k.weight, blk.1.attn_v.weight"}},
 		{"unsupported rope scaling", "qwen2", map[string]any{"qwen2.rope.scaling.type": "yarn"}, "",
 			[]string{`rope.scaling.type "yarn"`, "llama3"}},
+		{"gemma2 without the rms epsilon", "gemma2", map[string]any{"gemma2.attention.layer_norm_rms_epsilon": nil}, "",
+			[]string{"missing key gemma2.attention.layer_norm_rms_epsilon"}},
+		{"gemma3 without block_count", "gemma3", map[string]any{"gemma3.block_count": nil}, "",
+			[]string{"missing key gemma3.block_count"}},
+		{"gemma2 without an ffn post-norm", "gemma2", nil, "blk.1.post_ffw_norm.weight",
+			[]string{"missing tensor(s) blk.1.post_ffw_norm.weight"}},
+		{"gemma2 without an attention post-norm", "gemma2", nil, "blk.0.post_attention_norm.weight",
+			[]string{"missing tensor(s) blk.0.post_attention_norm.weight"}},
+		{"gemma3 without a K norm", "gemma3", nil, "blk.4.attn_k_norm.weight",
+			[]string{"missing tensor(s) blk.4.attn_k_norm.weight"}},
+		{"gemma3 yarn", "gemma3", map[string]any{"gemma3.rope.scaling.type": "yarn"}, "",
+			[]string{`rope.scaling.type "yarn"`, "none, linear"}},
+		{"gemma2 zero cap", "gemma2", map[string]any{"gemma2.attn_logit_softcapping": float32(0)}, "",
+			[]string{"gemma2.attn_logit_softcapping is 0, want a positive cap"}},
+		{"gemma3 short pattern", "gemma3", map[string]any{"gemma3.attention.sliding_window_pattern": []bool{true, false}}, "",
+			[]string{"sliding_window_pattern has 2 entries, want one per layer (6)"}},
+		{"gemma3 pattern of strings", "gemma3", map[string]any{"gemma3.attention.sliding_window_pattern": "every sixth"}, "",
+			[]string{"sliding_window_pattern is every sixth (string), want a period or an array of bools"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".gguf")
@@ -180,6 +198,29 @@ func TestFeaturesDecide(t *testing.T) {
 					for i := range tr.W.QNorm {
 						tr.W.QNorm[i], tr.W.KNorm[i] = nil, nil
 					}
+				}
+			case "gemma2", "gemma3":
+				ones := func(v [][]float32) {
+					for _, w := range v {
+						for j := range w {
+							w[j] = 1
+						}
+					}
+				}
+				edits["no sliding window"] = func(tr *ref.Transformer) { tr.Gemma.Window = 0 }
+				edits["unit post-norms"] = func(tr *ref.Transformer) { ones(tr.W.AttnPostNorm); ones(tr.W.FFNPostNorm) }
+				edits["unscaled embedding"] = func(tr *ref.Transformer) { tr.Gemma.EmbedScale = 1 }
+				edits["query scale 1/√dim"] = func(tr *ref.Transformer) { tr.Gemma.AttnScale = 0.125 }
+				if c.arch == "gemma2" {
+					edits["no attention cap"] = func(tr *ref.Transformer) { tr.Gemma.AttnSoftcap = 0 }
+				} else {
+					edits["no Q/K norms"] = func(tr *ref.Transformer) {
+						for i := range tr.W.QNorm {
+							tr.W.QNorm[i], tr.W.KNorm[i] = nil, nil
+						}
+					}
+					edits["local layers at the global base"] = func(tr *ref.Transformer) { tr.Gemma.LocalRopeBase = tr.Gemma.RopeBase }
+					edits["no linear scaling"] = func(tr *ref.Transformer) { tr.Gemma.GlobalFactors = nil }
 				}
 			}
 			for name, e := range edits {

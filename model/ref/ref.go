@@ -8,6 +8,11 @@
 // (per-head Q/K RMSNorm) and phi3 (fused attn_qkv and gate|up, split here
 // into Q, K, V, Gate and Up). Whatever optional tensor a file holds (biases,
 // Q/K norms, rope_freqs) is applied, as llama.cpp applies it.
+//
+// It also runs gemma2 and gemma3 (model/gemma): the embedding scaled by
+// √dim, queries scaled after RoPE, attention scores and logits soft-capped,
+// post-attention and post-feed-forward norms, the GELU-gated feed-forward
+// network, and per layer the sliding window and RoPE base of local layers.
 package ref
 
 import (
@@ -18,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 	kref "github.com/sluicehq/sluice/kernels/ref"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/model/gemma"
 	"github.com/sluicehq/sluice/model/llama"
 	"github.com/sluicehq/sluice/model/phi3"
 	"github.com/sluicehq/sluice/model/qwen2"
@@ -40,20 +46,27 @@ type Weights struct {
 	QBias, KBias, VBias, OBias [][]float32 // (layer)(heads*hd), (kvHeads*hd) ×2, (dim)
 	QNorm, KNorm               [][]float32 // (layer)(hd)
 	RopeFactors                []float32   // (ropeDim/2) divisors of the rotary frequencies
+	// Gemma's norms of the attention and feed-forward outputs (nil otherwise).
+	AttnPostNorm, FFNPostNorm [][]float32 // (layer)(dim)
 }
 
 // readArch is each architecture's hyperparameter reader.
 var readArch = map[string]func(*model.Source) (model.Arch, error){
-	"llama": llama.ReadArch,
-	"qwen2": qwen2.ReadArch,
-	"qwen3": qwen3.ReadArch,
-	"phi3":  phi3.ReadArch,
+	"llama":  llama.ReadArch,
+	"qwen2":  qwen2.ReadArch,
+	"qwen3":  qwen3.ReadArch,
+	"phi3":   phi3.ReadArch,
+	"gemma2": gemma.ReadArch,
+	"gemma3": gemma.ReadArch,
 }
 
 // Transformer is run.c's Transformer: config, weights and run state.
 type Transformer struct {
 	Arch model.Arch
 	W    Weights
+	// Gemma is the gemma hyperparameters of a gemma2/gemma3 file (nil for
+	// the llama family).
+	Gemma *gemma.Params
 	// run state (llama2.c RunState)
 	x, xb, xb2, hb, hb2, q, k, v, att, logits []float32
 	keyCache, valueCache                      [][]float32 // (layer)(seqLen, kvDim)
@@ -97,6 +110,13 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 		return out, nil
 	}
 	t := &Transformer{Arch: a, seqLen: seqLen}
+	if a.Name == "gemma2" || a.Name == "gemma3" {
+		g, err := gemma.ReadParams(src)
+		if err != nil {
+			return nil, err
+		}
+		t.Gemma = &g
+	}
 	w := &t.W
 	if w.TokenEmbd, err = load("token_embd.weight"); err != nil {
 		return nil, err
@@ -119,6 +139,9 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 		names := []entry{
 			{&w.AttnNorm, "attn_norm.weight"}, {&w.O, "attn_output.weight"}, {&w.FFNNorm, "ffn_norm.weight"},
 			{&w.Down, "ffn_down.weight"},
+		}
+		if t.Gemma != nil {
+			names = append(names, entry{&w.AttnPostNorm, "post_attention_norm.weight"}, entry{&w.FFNPostNorm, "post_ffw_norm.weight"})
 		}
 		qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 		if _, fused := store.Lookup(p + "attn_qkv.weight"); fused {
@@ -162,8 +185,10 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 			*e.dst = append(*e.dst, v)
 		}
 	}
-	if w.RopeFactors, err = llama.RopeFactors(ctx, src, store, a); err != nil {
-		return nil, err
+	if t.Gemma == nil {
+		if w.RopeFactors, err = llama.RopeFactors(ctx, src, store, a); err != nil {
+			return nil, err
+		}
 	}
 	qd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	t.x, t.xb = make([]float32, a.Dim), make([]float32, a.Dim)
@@ -201,8 +226,21 @@ func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
 	}
 	dim, hd, qd, kvd := a.Dim, a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	copy(t.x, w.TokenEmbd[int(token)*dim:(int(token)+1)*dim])
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	g := t.Gemma
+	if g != nil {
+		kref.Scale(t.x, g.EmbedScale)
+	}
 	for l := range a.Layers {
+		// This layer's RoPE, window, query scale and score cap.
+		base, factors, window := a.RopeBase, w.RopeFactors, a.SlidingWindow
+		scale, softcap := float32(1/math.Sqrt(float64(hd))), float32(0)
+		if g != nil {
+			factors = g.GlobalFactors
+			if g.Local[l] {
+				base, factors, window = g.LocalRopeBase, g.LocalFactors, g.Window
+			}
+			scale, softcap = 1, g.AttnSoftcap
+		}
 		kref.RMSNorm(t.xb, t.x, w.AttnNorm[l], a.Eps)
 		matmul(t.q, t.xb, w.Q[l], qd, dim)
 		matmul(t.k, t.xb, w.K[l], kvd, dim)
@@ -220,34 +258,50 @@ func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
 				kref.RMSNorm(t.k[h*hd:(h+1)*hd], t.k[h*hd:(h+1)*hd], w.KNorm[l], a.Eps)
 			}
 		}
-		if w.RopeFactors != nil {
-			kref.RoPEScaled(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, w.RopeFactors, a.RopeStyle)
-			kref.RoPEScaled(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, w.RopeFactors, a.RopeStyle)
+		if factors != nil {
+			kref.RoPEScaled(t.q, int32(pos), a.Heads, hd, a.RopeDim, base, factors, a.RopeStyle)
+			kref.RoPEScaled(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, base, factors, a.RopeStyle)
 		} else {
-			kref.RoPE(t.q, int32(pos), a.Heads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
-			kref.RoPE(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, a.RopeBase, a.RopeStyle)
+			kref.RoPE(t.q, int32(pos), a.Heads, hd, a.RopeDim, base, a.RopeStyle)
+			kref.RoPE(t.k, int32(pos), a.KVHeads, hd, a.RopeDim, base, a.RopeStyle)
+		}
+		if g != nil {
+			kref.Scale(t.q, g.AttnScale) // after RoPE, attending with scale 1 (llama.cpp)
 		}
 		copy(t.keyCache[l][pos*kvd:], t.k)
 		copy(t.valueCache[l][pos*kvd:], t.v)
 		// The cache as one page holding every position so far; causal mask.
 		kv := kernels.KV{K: [][]float32{t.keyCache[l]}, V: [][]float32{t.valueCache[l]}, PageTokens: t.seqLen, Len: pos + 1}
 		lo := int32(0)
-		if a.SlidingWindow > 0 {
-			lo = max(0, int32(pos-a.SlidingWindow+1))
+		if window > 0 {
+			lo = max(0, int32(pos-window+1))
 		}
 		mask := kernels.Mask{Lo: []int32{lo}, Hi: []int32{int32(pos + 1)}}
-		kref.Attention(t.att, t.q, 1, kv, &mask, kernels.AttnShape{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: hd, Scale: scale})
+		kref.Attention(t.att, t.q, 1, kv, &mask, kernels.AttnShape{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: hd, Scale: scale, Softcap: softcap})
 		matmul(t.xb2, t.att, w.O[l], dim, qd)
 		addOpt(t.xb2, w.OBias[l])
+		if g != nil {
+			kref.RMSNorm(t.xb2, t.xb2, w.AttnPostNorm[l], a.Eps)
+		}
 		kref.Add(t.x, t.xb2)
 		kref.RMSNorm(t.xb, t.x, w.FFNNorm[l], a.Eps)
 		matmul(t.hb, t.xb, w.Gate[l], a.Hidden, dim)
 		matmul(t.hb2, t.xb, w.Up[l], a.Hidden, dim)
-		kref.SwiGLU(t.hb, t.hb, t.hb2)
+		if g != nil {
+			kref.GeGLU(t.hb, t.hb, t.hb2)
+		} else {
+			kref.SwiGLU(t.hb, t.hb, t.hb2)
+		}
 		matmul(t.xb, t.hb, w.Down[l], dim, a.Hidden)
+		if g != nil {
+			kref.RMSNorm(t.xb, t.xb, w.FFNPostNorm[l], a.Eps)
+		}
 		kref.Add(t.x, t.xb)
 	}
 	kref.RMSNorm(t.xb, t.x, w.OutputNorm, a.Eps)
 	matmul(t.logits, t.xb, w.Output, a.Vocab, dim)
+	if g != nil && g.FinalSoftcap > 0 {
+		kref.Softcap(t.logits, g.FinalSoftcap)
+	}
 	return t.logits, nil
 }

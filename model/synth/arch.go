@@ -32,6 +32,18 @@ type Arch struct {
 	// of the generated vocabulary: llama.cpp looks phi3's "<|endoftext|>"
 	// up by its text.
 	Specials []string
+	// PostNorms writes Gemma's post_attention_norm and post_ffw_norm.
+	PostNorms bool
+	// Window is attention.sliding_window (Options.Window overrides it); 0
+	// writes no key.
+	Window int
+	// AttnSoftcap and FinalSoftcap are attn_logit_softcapping and
+	// final_logit_softcapping (Options.AttnSoftcap overrides the first); 0
+	// writes no key.
+	AttnSoftcap, FinalSoftcap float32
+	// RopeLinear is a linear rope.scaling factor (Gemma 3's global layers);
+	// 0 writes no scaling keys.
+	RopeLinear float32
 	// Std and EmbedStd are the defaults of Options.Std and EmbedStd.
 	Std, EmbedStd float32
 }
@@ -54,6 +66,15 @@ var archs = []Arch{
 	{Name: "qwen2", GGUFArch: "qwen2", RopeBase: 1000000, Eps: 1e-6, QKVBias: true, Std: 0.2, EmbedStd: 0.2},
 	{Name: "qwen3", GGUFArch: "qwen3", RopeBase: 1000000, Eps: 1e-6, QKNorm: true, Std: 0.2, EmbedStd: 0.2},
 	{Name: "phi3", GGUFArch: "phi3", RopeBase: 10000, Eps: 1e-5, Fused: true, Specials: []string{"<|endoftext|>"}, Std: 0.2, EmbedStd: 0.2},
+	// Gemma 2 (2B/9B): window 4096 on every other layer, caps 50 and 30,
+	// output tied. Gemma 3 (4B and up): 5 local layers (window 1024) to 1
+	// global, global RoPE at 1e6 scaled linearly by 8, Q/K norms, tied.
+	// Their embedding is scaled by √dim and their head is tied: EmbedStd
+	// 0.02 keeps the current token's row from dominating the logits (at
+	// 0.2 greedy decoding echoes the last token; model/archs has 20 to 50
+	// distinct tokens in 64 at 0.02).
+	{Name: "gemma2", GGUFArch: "gemma2", RopeBase: 10000, Eps: 1e-6, Tied: true, PostNorms: true, Window: 4096, AttnSoftcap: 50, FinalSoftcap: 30, Std: 0.2, EmbedStd: 0.02},
+	{Name: "gemma3", GGUFArch: "gemma3", RopeBase: 1000000, Eps: 1e-6, Tied: true, PostNorms: true, QKNorm: true, Window: 1024, RopeLinear: 8, Std: 0.2, EmbedStd: 0.02},
 }
 
 // Archs returns the architectures Write knows, in a fixed order. The slice

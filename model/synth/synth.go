@@ -154,6 +154,13 @@ type Options struct {
 	// EmbedStd is the standard deviation of token_embd; 0 means the
 	// architecture's (Arch.EmbedStd: DefaultEmbedStd for llama).
 	EmbedStd float32
+	// Window overrides the architecture's attention.sliding_window (gemma2,
+	// gemma3); 0 keeps it. A synthetic model runs far fewer tokens than a
+	// real window, so tests set one that binds.
+	Window int
+	// AttnSoftcap overrides the architecture's attn_logit_softcapping
+	// (gemma2); 0 keeps it.
+	AttnSoftcap float32
 	// Workers is the number of goroutines generating weights; 0 means
 	// GOMAXPROCS. The output does not depend on it.
 	Workers int

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -97,6 +98,9 @@ func planTensors(p Preset, a Arch, hd int, dt tensor.DType, std, embedStd float3
 			normN(blk("attn_k_norm"), hd)
 		}
 		matrix(blk("attn_output"), p.Dim, qd)
+		if a.PostNorms {
+			norm(blk("post_attention_norm"))
+		}
 		norm(blk("ffn_norm"))
 		if a.Fused {
 			matrix(blk("ffn_up"), 2*p.Hidden, p.Dim)
@@ -105,6 +109,9 @@ func planTensors(p Preset, a Arch, hd int, dt tensor.DType, std, embedStd float3
 			matrix(blk("ffn_up"), p.Hidden, p.Dim)
 		}
 		matrix(blk("ffn_down"), p.Dim, p.Hidden)
+		if a.PostNorms {
+			norm(blk("post_ffw_norm"))
+		}
 	}
 	for i := range ts {
 		t := &ts[i]
@@ -172,6 +179,18 @@ func generalMetadata(o Options, std, embedStd float32) []kv {
 	if o.HeadDim != 0 {
 		meta = append(meta, kv{pre + "attention.key_length", uint32(hd)}, kv{pre + "attention.value_length", uint32(hd)})
 	}
+	if w := cmp.Or(o.Window, a.Window); w > 0 {
+		meta = append(meta, kv{pre + "attention.sliding_window", uint32(w)})
+	}
+	if c := cmp.Or(o.AttnSoftcap, a.AttnSoftcap); c > 0 {
+		meta = append(meta, kv{pre + "attn_logit_softcapping", c})
+	}
+	if a.FinalSoftcap > 0 {
+		meta = append(meta, kv{pre + "final_logit_softcapping", a.FinalSoftcap})
+	}
+	if a.RopeLinear > 0 {
+		meta = append(meta, kv{pre + "rope.scaling.type", "linear"}, kv{pre + "rope.scaling.factor", a.RopeLinear})
+	}
 	return meta
 }
 
@@ -214,6 +233,12 @@ func prepare(o Options) (*model, error) {
 	embedStd, err := checkStd("EmbedStd", o.EmbedStd, a.EmbedStd)
 	if err != nil {
 		return nil, err
+	}
+	if o.Window < 0 || o.Window > maxDim {
+		return nil, fmt.Errorf("synth: Window %d, want 0..%d: %w", o.Window, maxDim, ErrInvalid)
+	}
+	if o.AttnSoftcap < 0 || math.IsNaN(float64(o.AttnSoftcap)) || math.IsInf(float64(o.AttnSoftcap), 0) {
+		return nil, fmt.Errorf("synth: AttnSoftcap %v, want a positive cap (0 = the architecture's): %w", o.AttnSoftcap, ErrInvalid)
 	}
 	if o.Workers < 0 {
 		return nil, fmt.Errorf("synth: Workers %d is negative: %w", o.Workers, ErrInvalid)
