@@ -6,7 +6,7 @@ SHARED  ?= ../shared/models
 BIN     := bin/sluice
 export GOFLAGS ?= -trimpath
 
-.PHONY: all build demo test test-etl test-purego test-simd test-kernels test-race test-all fuzz fuzz-check bench golden lint fmt fmt-check vet tidy-check ci clean
+.PHONY: all build demo test test-etl test-purego test-simd test-kernels test-arm64 test-race test-all fuzz fuzz-check bench golden lint fmt fmt-check vet tidy-check ci clean
 
 all: lint test-all
 
@@ -56,6 +56,33 @@ test-kernels:
 		echo "$$out" | grep -o 'kernels: SLUICE_ISA=.*'; \
 		echo "$$out" | grep -o 'SKIP [a-z0-9]* .*' | sort -u | sed 's/^/  /'; \
 	done
+
+# test-arm64: the kernel tests built for GOARCH=arm64 and run under qemu-user
+# (Debian's qemu-user-static; .ci/run installs it), once per NEON kernel set,
+# each asserted to be the set that ran (SLUICE_EXPECT_ISA: TestImpl fails on
+# any other). qemu's default CPU ("max") has the dot-product extension; its
+# Cortex-A53 has not, so plain NEON is tested both under the SLUICE_ISA cap
+# and as what feature detection picks. Then two end-to-end checks on the
+# dot-product set: stories260K's greedy text equals llama2.c's and its logits
+# ref's (TestEngineMatchesRef), and every architecture's greedy ids equal
+# llama.cpp's at F32 and Q8_0 (model/archs). About 2 minutes on 2 cores.
+QEMU_ARM64 ?= qemu-aarch64-static
+# qemu CPU : the set it must select : SLUICE_ISA cap (empty: none)
+ARM64_RUNS ?= max:neon-dotprod: max:neon:neon cortex-a53:neon:
+arm64test = QEMU_CPU=$(1) GOARCH=arm64 $(GO) test -exec $(QEMU_ARM64) -count=1
+test-arm64:
+	@command -v $(QEMU_ARM64) >/dev/null || { echo "test-arm64: $(QEMU_ARM64) not found (apt-get install qemu-user-static)"; exit 1; }
+	@for run in $(ARM64_RUNS); do \
+		cpu=$${run%%:*}; rest=$${run#*:}; want=$${rest%%:*}; cap=$${rest#*:}; \
+		out=$$(SLUICE_ISA=$$cap SLUICE_EXPECT_ISA=$$want $(call arm64test,$$cpu) -short -v ./kernels/... 2>&1) || \
+			{ echo "$$out" | grep -v '^=== \|--- PASS\|^PASS$$'; echo "arm64 kernels: qemu cpu $$cpu, SLUICE_ISA=$$cap FAILED"; exit 1; }; \
+		echo "arm64 (qemu cpu $$cpu) $$(echo "$$out" | grep -o 'kernels: SLUICE_ISA=.*')"; \
+		echo "$$out" | grep -o 'SKIP [a-z0-9-]* .*' | sort -u | sed 's/^/  /'; \
+		echo "$$out" | grep '^ok\|^FAIL' | sed 's/^/  /'; \
+	done
+	@echo "arm64 end-to-end (qemu cpu max, neon-dotprod kernels):"
+	@SLUICE_EXPECT_ISA=neon-dotprod $(call arm64test,max) -run 'TestImpl$$|TestEngineMatchesRef' . ./kernels
+	@$(call arm64test,max) ./model/archs
 
 test-race:
 	$(GO) test -count=1 -race -short $(PKGS)
@@ -119,12 +146,13 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 	GOEXPERIMENT=simd $(GO) vet ./kernels/...
+	GOARCH=arm64 $(GO) vet ./kernels/...
 tidy-check:
 	$(GO) mod tidy -diff
 
 lint: fmt-check vet tidy-check fuzz-check
 
-ci: lint test-all test-etl fuzz
+ci: lint test-all test-arm64 test-etl fuzz
 
 clean:
 	rm -rf bin bench.txt

@@ -24,11 +24,23 @@
 //     output element's operation order depends only on the shapes (and the
 //     kernel set), never on n or the thread split. Building with the
 //     `purego` tag excludes them. Impl names the set in use ("generic",
-//     "avx2", "avx512", "avx512-vnni").
-//   - The environment variable SLUICE_ISA (generic, avx2 or avx512), read
-//     once at init, caps what the selector may pick, so the narrower sets
-//     can be run and measured on a wider machine; tests reselect with every
-//     cap the CPU allows (TestKernelSets).
+//     "avx2", "avx512", "avx512-vnni"; on arm64 "neon", "neon-dotprod").
+//   - The environment variable SLUICE_ISA (generic, avx2 or avx512 on amd64;
+//     generic, neon or neon-dotprod on arm64), read once at init, caps what
+//     the selector may pick, so the narrower sets can be run and measured on
+//     a wider machine; tests reselect with every cap the CPU allows
+//     (TestKernelSets).
+//   - On arm64 (dispatch_arm64.go, `arm64 && !purego`) the same kernels are
+//     NEON assembly: the five matrix products, activation quantization
+//     (bit-identical to quantizeBlockQ8) and attention's score dots and
+//     value sums. Q8_0/Q4_0 block sums use SDOT where the CPU has the
+//     dot-product extension ("neon-dotprod"), else SMULL/SADALP ("neon");
+//     both are exact and share the float steps, so the two sets give the
+//     same bits. F16 weights are widened by FCVTL and multiplied in float32
+//     (no half-precision FMLA: it would round every product to f16). The
+//     CI runs them under qemu-user (make test-arm64), on qemu's "max" CPU
+//     and on a Cortex-A53 model (no dot product); speed is unmeasured
+//     there, see "ARM64 cost per block" below.
 //   - Attention's score dots, softmax and value sums are assembly too
 //     (AVX2 and FMA, on both fast sets, head dims that are multiples of 8; the
 //     softmax's exp is the archsimd build's float32 polynomial, on 16 lanes
@@ -44,6 +56,43 @@
 //     in "+archsimd". Nothing fast needs the experiment any more; the
 //     archsimd files can go once its API settles or the oracle tests are
 //     no longer wanted.
+//
+// # ARM64 cost per block
+//
+// Instructions per 32 weights of one output row in decode, counted from
+// the assembly, against ggml's NEON code (ggml-cpu's arm quants.c and its
+// float vec_dot, one row per call, counted from its C source, not from
+// compiled code), so that a session on real Arm hardware knows what to
+// measure first. Our decode runs 4 rows per call: the activation loads and
+// the loop's SUBS/B are shared by four rows (counted as a quarter).
+//
+//	Q8_0 neon-dotprod: scale load + table load (f16→f32, Inf→NaN) + one
+//	  32-byte LD1; MOVI 0, 2 SDOT; ADDV, SCVTF, FMUL, FMADD; ¼ of 4 shared:
+//	  11. ggml: 4 LD1 of 16 B (weights and activations), 2 f16 scale loads
+//	  and conversions + FMUL, 2 MOVI 0 + 2 SDOT + ADD, SCVTF, FMLA by
+//	  scalar into 4 lanes (reduced once per row, where we ADDV per block):
+//	  about 16. Our activations carry float32 scales (no conversion) and
+//	  are loaded once for four rows.
+//	Q4_0 neon-dotprod: as Q8_0 with a 16-byte LD1, then USHR, AND and 2
+//	  SUB to signed bytes: 15. ggml: the same unpacking, about 19.
+//	Q8_0/Q4_0 neon: each SDOT pair becomes SMULL, SADDLP, SMULL2 and
+//	  SADALP ×3: 16 / 20. ggml's fallback (vmull_s8, vpaddlq_s16 and
+//	  vaddq_s32 per half) is about 6 more.
+//	F32: 4 LD1 of 32 B and 8 FMLA, ¼ of 4 shared LD1 + 4 SUBS/B: 15.
+//	  ggml (4 chains of 4 lanes, one row): 8 weight + 8 activation loads
+//	  of 16 B (fewer if paired), 8 FMLA: 16–24.
+//	F16: F32 plus FCVTL and FCVTL2 per 8 weights: 23, at half the bytes.
+//	  ggml with FP16 vector arithmetic converts the activations to f16 and
+//	  multiplies and accumulates in f16, 8 lanes per FMLA: about half our
+//	  count, and less exact than the float32 products kept here.
+//	BF16: F32 plus ZIP1 and ZIP2 against zero per 8 weights: 23.
+//	Attention, per slot and 8 dims: 1 LD1 of K (32 B), 2 FMLA, ¼ of a q
+//	  load (4 slots a call); value sums: LD1 of V, 2 FMLA by a broadcast
+//	  weight (LD1R), the output kept in registers 16 floats at a time.
+//
+// Batched tiles (2 rows × 4 inputs) load each weight block once for four
+// inputs; ggml's NEON has no such tile for Q8_0/Q4_0 outside its i8mm
+// (SMMLA, 2×2) and repacked paths, which this package does not use on Arm.
 //
 // # Float recipe shared with kernels/ref
 //

@@ -40,8 +40,17 @@ func SetISA(name string) (restore func(), err error) {
 	return func() { setISA(isaCap) }, nil
 }
 
-// ISACap is the cap SLUICE_ISA set ("avx512" when unset).
+// ISACap is the cap SLUICE_ISA set (the widest level when unset).
 func ISACap() string { return isaCap.String() }
+
+// ISASets are this architecture's SLUICE_ISA names, widest first.
+func ISASets() []string {
+	s := make([]string, len(isaNames))
+	for i, n := range isaNames {
+		s[len(s)-1-i] = n
+	}
+	return s
+}
 
 // AttentionExact reports whether Attention runs the generic kernel,
 // bit-identical to ref (else a fast one, within requireAttnRef's tolerance).

@@ -3,36 +3,51 @@ package kernels
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 )
 
-// isaLevel orders the instruction sets a kernel set may use.
+// isaLevel orders the instruction sets a kernel set may use. The levels
+// above generic are named per architecture: amd64's and arm64's share the
+// numbers, and a program only ever knows its own architecture's names.
 type isaLevel uint8
 
 const (
 	isaGeneric isaLevel = iota // portable Go, bit-identical to kernels/ref
-	isaAVX2                    // AVX2 + FMA + F16C (256-bit)
-	isaAVX512                  // AVX-512 F/BW/VL/DQ (+ VNNI where present)
+	isaAVX2                    // amd64: AVX2 + FMA + F16C (256-bit)
+	isaAVX512                  // amd64: AVX-512 F/BW/VL/DQ (+ VNNI where present)
+
+	isaNEON    = isaAVX2   // arm64: ASIMD (NEON), integer dots by SMULL/SADALP
+	isaDotProd = isaAVX512 // arm64: ASIMD with the dot-product extension (SDOT)
+	isaTop     = isaAVX512 // the widest level on every architecture
 )
 
-var isaNames = [...]string{isaGeneric: "generic", isaAVX2: "avx2", isaAVX512: "avx512"}
+// isaNames are this architecture's names of the levels, generic first.
+var isaNames = func() []string {
+	if runtime.GOARCH == "arm64" {
+		return []string{isaGeneric: "generic", isaNEON: "neon", isaDotProd: "neon-dotprod"}
+	}
+	return []string{isaGeneric: "generic", isaAVX2: "avx2", isaAVX512: "avx512"}
+}()
 
 func (l isaLevel) String() string { return isaNames[l] }
 
 // parseISA reads a SLUICE_ISA value: empty means no cap.
 func parseISA(s string) (isaLevel, error) {
 	if s == "" {
-		return isaAVX512, nil
+		return isaTop, nil
 	}
 	for l, n := range isaNames {
 		if n == s {
 			return isaLevel(l), nil
 		}
 	}
-	return 0, fmt.Errorf("kernels: SLUICE_ISA=%q: want generic, avx2 or avx512", s)
+	return 0, fmt.Errorf("kernels: SLUICE_ISA=%q on %s: want %s", s, runtime.GOARCH, strings.Join(isaNames, ", "))
 }
 
 // isaCap is the widest instruction set dispatch may pick, from the
-// environment variable SLUICE_ISA (generic, avx2 or avx512), read once when
+// environment variable SLUICE_ISA (generic, avx2 or avx512 on amd64;
+// generic, neon or neon-dotprod on arm64), read once when
 // the package initializes. It exists so that the narrower kernel sets can be
 // run and measured on a machine that has the wider ones. A value it does not
 // know stops the program: a misspelt cap that silently measured the wrong
@@ -69,3 +84,8 @@ func setISA(c isaLevel) {
 		f(c)
 	}
 }
+
+// ISANames are the values SLUICE_ISA accepts on this architecture,
+// narrowest first (generic, avx2, avx512 on amd64; generic, neon,
+// neon-dotprod on arm64).
+func ISANames() []string { return append([]string(nil), isaNames...) }

@@ -9,8 +9,9 @@ import (
 	"github.com/sluicehq/sluice/kernels/ref"
 )
 
-// isaSets are the caps TestKernelSets runs under, widest first.
-var isaSets = []string{"avx512", "avx2", "generic"}
+// isaSets are the caps TestKernelSets runs under, widest first (avx512,
+// avx2, generic on amd64; neon-dotprod, neon, generic on arm64).
+var isaSets = kernels.ISASets()
 
 // useSet reselects the kernels under cap set for the rest of t (restored
 // by Cleanup) and skips t when this build or CPU has no kernels of that
@@ -29,7 +30,8 @@ func useSet(t *testing.T, set string) {
 }
 
 // TestKernelSets runs every matrix kernel set this build and CPU have (on
-// an AVX-512 machine the AVX2 and generic sets too) against ref: bit for
+// an AVX-512 machine the AVX2 and generic sets too, on a dot-product Arm
+// core the plain NEON and generic ones) against ref: bit for
 // bit on the generic set, within close_test.go's tolerance on the others,
 // over awkward shapes (lengths off the vector width, one row, odd counts),
 // special values (NaN, ±Inf, subnormal, huge; raw weight bits with NaN and

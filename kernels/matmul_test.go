@@ -19,6 +19,12 @@ func TestImpl(t *testing.T) {
 	if got := kernels.Impl(); got != wantImpl {
 		t.Fatalf("Impl() = %q, want %q", got, wantImpl)
 	}
+	// SLUICE_EXPECT_ISA is set by a make target that must run a given set
+	// (test-arm64 under qemu): a CPU model or build that selected another
+	// fails here instead of passing on the wrong kernels.
+	if e := os.Getenv("SLUICE_EXPECT_ISA"); e != "" && kernels.Impl() != e {
+		t.Fatalf("Impl() = %q, but SLUICE_EXPECT_ISA=%s", kernels.Impl(), e)
+	}
 	if kernels.PureGo && kernels.Impl() != "generic" {
 		t.Fatalf("purego build dispatches to %q, want generic", kernels.Impl())
 	}

@@ -217,7 +217,7 @@ func cmdVersion(_ context.Context, e *env, args []string) error {
 		return fmt.Errorf("version: unexpected arguments %q: %w", pos, errUsage)
 	}
 	fmt.Fprintln(e.stdout, version())
-	fmt.Fprintf(e.stdout, "kernels: %s (this CPU; SLUICE_ISA=generic|avx2|avx512 caps it)\n", kernels.Impl())
+	fmt.Fprintf(e.stdout, "kernels: %s (this CPU; SLUICE_ISA=%s caps it)\n", kernels.Impl(), strings.Join(kernels.ISANames(), "|"))
 	return nil
 }
 

@@ -1,0 +1,11 @@
+//go:build arm64 && !purego
+
+package kernels
+
+// SetRowBlockBytes sets the weight bytes a batched kernel keeps hot per input
+// tile (small values force many row blocks) and returns a func restoring it.
+func SetRowBlockBytes(v int) (restore func()) {
+	old := rowBlockBytes
+	rowBlockBytes = v
+	return func() { rowBlockBytes = old }
+}
