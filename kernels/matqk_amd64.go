@@ -48,6 +48,11 @@ func selectKQuant(c isaLevel) {
 // the nb Q8_K blocks at x (nb > 0).
 type qkDot func(w, x *byte, nb int) float32
 
+// qkTile is its 1 row × 4 inputs form: the dots of the row at w with the
+// activation rows at x, x+xs, x+2xs, x+3xs (bytes) into *out, out+os, …
+// (os in bytes), each bit-identical to qkDot's.
+type qkTile func(w, x *byte, nb, xs int, out *float32, os int)
+
 //go:noescape
 func q4kDotAVX2(w, x *byte, nb int) float32
 
@@ -75,46 +80,75 @@ func q5kDotVNNI(w, x *byte, nb int) float32
 //go:noescape
 func q6kDotVNNI(w, x *byte, nb int) float32
 
+//go:noescape
+func q4kTile4AVX2(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q4kTile4AVX512(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q4kTile4VNNI(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q5kTile4AVX2(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q5kTile4AVX512(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q5kTile4VNNI(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q6kTile4AVX2(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q6kTile4AVX512(w, x *byte, nb, xs int, out *float32, os int)
+
+//go:noescape
+func q6kTile4VNNI(w, x *byte, nb, xs int, out *float32, os int)
+
 func matQ4_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotAVX2, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q4kDotAVX2, q4kTile4AVX2, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotAVX2, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q5kDotAVX2, q5kTile4AVX2, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotAVX2, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q6kDotAVX2, q6kTile4AVX2, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotAVX512, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q4kDotAVX512, q4kTile4AVX512, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotAVX512, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q5kDotAVX512, q5kTile4AVX512, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotAVX512, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q6kDotAVX512, q6kTile4AVX512, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotVNNI, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q4kDotVNNI, q4kTile4VNNI, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotVNNI, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q5kDotVNNI, q5kTile4VNNI, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotVNNI, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(q6kDotVNNI, q6kTile4VNNI, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
 }
 
-// matQK computes outputs [lo,hi) for all n inputs with dot, bb bytes per
-// weight super-block. For a batch the rows go in blocks that stay in L2
-// (rowBlock) while every input passes over them.
-func matQK(dot qkDot, bb int, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+// matQK computes outputs [lo,hi) for all n inputs with dot and tile, bb
+// bytes per weight super-block: inputs four at a time through tile (each
+// weight block unpacked once for four), the rest one at a time. For a
+// batch the rows go in blocks that stay in L2 (rowBlock) while every input
+// passes over them.
+func matQK(dot qkDot, tile qkTile, bb int, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	nb := cols / tensor.QK_K
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -134,7 +168,14 @@ func matQK(dot qkDot, bb int, dst []float32, w, xq []byte, n, rows, cols, lo, hi
 	}
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
-		for i := 0; i < n; i++ {
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			x := &xq[i*xb]
+			for r := r0; r < r1; r++ {
+				tile(&w[r*rb], x, nb, xb, &dst[i*rows+r], 4*rows)
+			}
+		}
+		for ; i < n; i++ {
 			x := &xq[i*xb]
 			out := dst[i*rows : i*rows+r1]
 			for r := r0; r < r1; r++ {

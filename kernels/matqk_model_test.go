@@ -102,11 +102,15 @@ func TestQKAsmVsModel(t *testing.T) {
 		name string
 		ok   bool
 		dot  map[tensor.DType]qkDot
+		tile map[tensor.DType]qkTile
 	}
 	kerns := []kern{
-		{"avx2", cpuAVX2, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX2, tensor.Q5_K: q5kDotAVX2, tensor.Q6_K: q6kDotAVX2}},
-		{"avx512", cpuAVX512, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX512, tensor.Q5_K: q5kDotAVX512, tensor.Q6_K: q6kDotAVX512}},
-		{"vnni", cpuVNNI, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotVNNI, tensor.Q5_K: q5kDotVNNI, tensor.Q6_K: q6kDotVNNI}},
+		{"avx2", cpuAVX2, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX2, tensor.Q5_K: q5kDotAVX2, tensor.Q6_K: q6kDotAVX2},
+			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4AVX2, tensor.Q5_K: q5kTile4AVX2, tensor.Q6_K: q6kTile4AVX2}},
+		{"avx512", cpuAVX512, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX512, tensor.Q5_K: q5kDotAVX512, tensor.Q6_K: q6kDotAVX512},
+			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4AVX512, tensor.Q5_K: q5kTile4AVX512, tensor.Q6_K: q6kTile4AVX512}},
+		{"vnni", cpuVNNI, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotVNNI, tensor.Q5_K: q5kDotVNNI, tensor.Q6_K: q6kDotVNNI},
+			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4VNNI, tensor.Q5_K: q5kTile4VNNI, tensor.Q6_K: q6kTile4VNNI}},
 	}
 	r := rand.New(rand.NewPCG(6, 13))
 	for _, k := range kerns {
@@ -156,6 +160,28 @@ func TestQKAsmVsModel(t *testing.T) {
 					if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 						t.Fatalf("%s %v nb=%d trial %d (raw=%v): asm %v (%#x), model %v (%#x)",
 							k.name, dt, nb, trial, raw, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+					// The tile, with this input in each of its four slots
+					// (the others shifted copies, one of them a NaN block).
+					xs := 4 * len(xq)
+					for slot := range 4 {
+						x4 := make([]byte, xs)
+						for k := range 4 {
+							src := xq
+							if k != slot {
+								src = make([]byte, len(xq))
+								quantizeRowQ8K(src, append(x[k*7%len(x):], x[:k*7%len(x)]...))
+							}
+							copy(x4[k*len(xq):], src)
+						}
+						out := make([]float32, 4*3)
+						k.tile[dt](&w[0], &x4[0], nb, len(xq), &out[0], 12)
+						for j := range 4 {
+							wj := kqModel(dt, w, x4[j*len(xq):(j+1)*len(xq)], nb)
+							if g := out[3*j]; math.Float32bits(g) != math.Float32bits(wj) && !(g != g && wj != wj) {
+								t.Fatalf("%s tile %v nb=%d trial %d slot %d input %d: asm %v, model %v", k.name, dt, nb, trial, slot, j, g, wj)
+							}
+						}
 					}
 				}
 			}
