@@ -15,32 +15,26 @@
 // Q6_K). Q4_K/Q5_K keep their 8 unpacked sub-block scales as int16 at 0(SP)
 // (AVX2) or in X3 (AVX-512), and their mins·bsums products in Y4.
 
-// F16FIX replaces f16 bits ±Inf in R by NaN (as quantScaleTable does), so
-// that an Inf scale reports NaN whatever the levels. Clobbers T.
-#define F16FIX(R, T) \
-	MOVL R, T; \
-	ANDL $0x7fff, T; \
-	CMPL T, $0x7c00; \
-	MOVL $0x7e00, T; \
-	CMOVLEQ T, R
-
 // BYTES sets Y(R) (and its Z) to the byte b everywhere. Clobbers AX.
 #define BYTES(b, X, Y) \
 	MOVL b, AX; \
 	VMOVD AX, X; \
 	VPBROADCASTD X, Y
 
+// FIXNAN replaces ±Inf float32 lanes of R by NaN (an f16 scale of ±Inf is
+// taken as NaN, as quantScaleTable does), using T.
+#define FIXNAN(R, T) \
+	VANDPS kqAbs<>(SB), R, T; \
+	VCMPPS $0, kqInf<>(SB), T, T; \
+	VBLENDVPS T, kqNaN<>(SB), R, R
+
 // DMIN sets X1 to [f16 d·dx, f16 dmin·dx, 0, 0] from the weight block's d
-// and dmin (at 0 and 2) and the activation scale. Clobbers AX, BX, R8.
+// and dmin (at 0 and 2) and the activation scale. Clobbers AX, X2.
 #define DMIN \
-	MOVWLZX 0(SI), AX; \
-	F16FIX(AX, R8); \
-	MOVWLZX 2(SI), BX; \
-	F16FIX(BX, R8); \
-	SHLL $16, BX; \
-	ORL BX, AX; \
+	MOVL 0(SI), AX; \
 	VMOVD AX, X1; \
 	VCVTPH2PS X1, X1; \
+	FIXNAN(X1, X2); \
 	VBROADCASTSS 0(DI), X2; \
 	VMULPS X2, X1, X1
 
@@ -50,35 +44,34 @@
 // bsums) into Y4, then Y4 = mins·(bsums[2j]+bsums[2j+1]) in 8 int32.
 // Clobbers AX, BX, DX, R8, R9.
 #define KSCALES \
-	MOVL 4(SI), AX; \
-	MOVL 8(SI), BX; \
-	MOVL 12(SI), DX; \
-	MOVL AX, R8; \
-	ANDL $0x3f3f3f3f, R8; \
-	MOVL DX, R9; \
-	ANDL $0x0f0f0f0f, R9; \
-	SHRL $6, AX; \
-	ANDL $0x03030303, AX; \
-	SHLL $4, AX; \
-	ORL AX, R9; \
-	SHLQ $32, R9; \
-	ORQ R9, R8; \
-	VMOVQ R8, X3; \
-	VPMOVZXBW X3, X3; \
-	MOVL BX, R8; \
-	ANDL $0x3f3f3f3f, R8; \
-	SHRL $4, DX; \
-	ANDL $0x0f0f0f0f, DX; \
-	SHRL $6, BX; \
-	ANDL $0x03030303, BX; \
-	SHLL $4, BX; \
-	ORL BX, DX; \
-	SHLQ $32, DX; \
-	ORQ DX, R8; \
-	VMOVQ R8, X4; \
-	VPUNPCKLBW X4, X4, X4; \
+	KRAW(X4); \
+	VPSHUFB kqScOrd<>(SB), X4, X3; \
+	VPSHUFB kqMinDup<>(SB), X4, X4; \
 	VPMOVZXBW X4, Y4; \
 	VPMADDWD 260(DI), Y4, Y4
+
+// KRAW sets X to the bytes [sc0..3, m0..3, sc4..7, m4..7] of a Q4_K/Q5_K
+// block's packed scales: the low 6 bits of bytes 0..7 for j < 4, and for
+// j ≥ 4 the nibbles of bytes 8..11 with the top 2 bits of bytes 0..7.
+// Clobbers AX, BX, DX, R8, R9.
+#define KRAW(X) \
+	MOVQ 4(SI), AX; \
+	MOVL 12(SI), DX; \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
+	ANDQ AX, R8; \
+	SHRQ $6, AX; \
+	MOVQ $0x0303030303030303, R9; \
+	ANDQ R9, AX; \
+	SHLQ $4, AX; \
+	MOVL DX, BX; \
+	SHRL $4, BX; \
+	ANDL $0x0f0f0f0f, BX; \
+	ANDL $0x0f0f0f0f, DX; \
+	SHLQ $32, BX; \
+	ORQ BX, DX; \
+	ORQ DX, AX; \
+	VMOVQ R8, X; \
+	VPINSRQ $1, AX, X, X
 
 // KFIN adds d·dx·I − dmin·dx·M to X0, where I is the sum of Y5's lanes and
 // M of Y4's (both exact int32). Clobbers X5, X6.
@@ -105,12 +98,12 @@
 	VMULSS X1, X5, X5; \
 	VADDSS X5, X0, X0
 
-// D6 sets X1[0] to f16 d (at 208) · dx. Clobbers AX, R8.
+// D6 sets X1[0] to f16 d (at 208) · dx. Clobbers AX, X2.
 #define D6 \
 	MOVWLZX 208(SI), AX; \
-	F16FIX(AX, R8); \
 	VMOVD AX, X1; \
 	VCVTPH2PS X1, X1; \
+	FIXNAN(X1, X2); \
 	VMULSS 0(DI), X1, X1
 
 // kqIdx4: VPERMW indices spreading sub-block scale 2p over int16 lanes
@@ -119,33 +112,9 @@
 // input): scales as 8 uint16 into X3, mins as 16 uint16 into Y13.
 // Clobbers AX, BX, DX, R8, R9.
 #define KSCALESNB \
-	MOVL 4(SI), AX; \
-	MOVL 8(SI), BX; \
-	MOVL 12(SI), DX; \
-	MOVL AX, R8; \
-	ANDL $0x3f3f3f3f, R8; \
-	MOVL DX, R9; \
-	ANDL $0x0f0f0f0f, R9; \
-	SHRL $6, AX; \
-	ANDL $0x03030303, AX; \
-	SHLL $4, AX; \
-	ORL AX, R9; \
-	SHLQ $32, R9; \
-	ORQ R9, R8; \
-	VMOVQ R8, X3; \
-	VPMOVZXBW X3, X3; \
-	MOVL BX, R8; \
-	ANDL $0x3f3f3f3f, R8; \
-	SHRL $4, DX; \
-	ANDL $0x0f0f0f0f, DX; \
-	SHRL $6, BX; \
-	ANDL $0x03030303, BX; \
-	SHLL $4, BX; \
-	ORL BX, DX; \
-	SHLQ $32, DX; \
-	ORQ DX, R8; \
-	VMOVQ R8, X13; \
-	VPUNPCKLBW X13, X13, X13; \
+	KRAW(X13); \
+	VPSHUFB kqScOrd<>(SB), X13, X3; \
+	VPSHUFB kqMinDup<>(SB), X13, X13; \
 	VPMOVZXBW X13, Y13
 
 DATA kqIdx4<>+0(SB)/8, $0x0000000000000000
@@ -237,6 +206,31 @@ DATA kqShuf6<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
 DATA kqShuf6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA kqShuf6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL kqShuf6<>(SB), RODATA|NOPTR, $128
+
+// kqAbs, kqInf, kqNaN: float32 |x| mask, +Inf and the NaN FIXNAN uses.
+DATA kqAbs<>+0(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs<>+8(SB)/8, $0x7fffffff7fffffff
+GLOBL kqAbs<>(SB), RODATA|NOPTR, $16
+
+
+DATA kqInf<>+0(SB)/8, $0x7f8000007f800000
+DATA kqInf<>+8(SB)/8, $0x7f8000007f800000
+GLOBL kqInf<>(SB), RODATA|NOPTR, $16
+
+
+DATA kqNaN<>+0(SB)/8, $0x7fc000007fc00000
+DATA kqNaN<>+8(SB)/8, $0x7fc000007fc00000
+GLOBL kqNaN<>(SB), RODATA|NOPTR, $16
+
+// kqScOrd: VPSHUFB of KRAW's bytes to the 8 scales as uint16.
+DATA kqScOrd<>+0(SB)/8, $0x8003800280018000
+DATA kqScOrd<>+8(SB)/8, $0x800b800a80098008
+GLOBL kqScOrd<>(SB), RODATA|NOPTR, $16
+
+// kqMinDup: VPSHUFB of KRAW's bytes to the mins, each twice.
+DATA kqMinDup<>+0(SB)/8, $0x0707060605050404
+DATA kqMinDup<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
+GLOBL kqMinDup<>(SB), RODATA|NOPTR, $16
 
 // func q4kDotAVX2(w, x *byte, nb int) float32
 TEXT ·q4kDotAVX2(SB), NOSPLIT, $16-28
@@ -895,14 +889,10 @@ TEXT ·q4kTile4AVX2(SB), NOSPLIT, $32-48
 	VMOVUPS X5, 16(SP)
 	BYTES($0x0f0f0f0f, X15, Y15)
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU X3, 0(SP)
 	VPXOR Y0, Y0, Y0
@@ -1096,14 +1086,10 @@ TEXT ·q5kTile4AVX2(SB), NOSPLIT, $32-48
 	BYTES($0x0f0f0f0f, X15, Y15)
 	BYTES($0x10101010, X14, Y14)
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU X3, 0(SP)
 	VPXOR Y0, Y0, Y0
@@ -1326,9 +1312,9 @@ TEXT ·q6kTile4AVX2(SB), NOSPLIT, $32-48
 	BYTES($0x30303030, X14, Y14)
 loop:
 	MOVWLZX 208(SI), AX
-	F16FIX(AX, R8)
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	VPMOVSXBW 192(SI), Y13
 	VPMADDWD 260(DI), Y13, Y5
 	VPSLLD $5, Y5, Y5
@@ -1548,14 +1534,10 @@ TEXT ·q4kTile4AVX512(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx4<>+128(SB), Z22
 	VMOVDQU64 kqIdx4<>+192(SB), Z23
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU 16(SI), Y6
 	VPSRLW $4, Y6, Y7
@@ -1708,14 +1690,10 @@ TEXT ·q5kTile4AVX512(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx4<>+128(SB), Z22
 	VMOVDQU64 kqIdx4<>+192(SB), Z23
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU 16(SI), Y10
 	VPSRLW $1, Y10, Y11
@@ -1879,9 +1857,9 @@ TEXT ·q6kTile4AVX512(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx6<>+192(SB), Z23
 loop:
 	MOVWLZX 208(SI), AX
-	F16FIX(AX, R8)
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	VPMOVSXBW 192(SI), Y3
 	VMOVDQU64 0(SI), Z6
 	VMOVDQU 128(SI), Y10
@@ -2035,14 +2013,10 @@ TEXT ·q4kTile4VNNI(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx4<>+128(SB), Z22
 	VMOVDQU64 kqIdx4<>+192(SB), Z23
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU 16(SI), Y6
 	VPSRLW $4, Y6, Y7
@@ -2179,14 +2153,10 @@ TEXT ·q5kTile4VNNI(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx4<>+128(SB), Z22
 	VMOVDQU64 kqIdx4<>+192(SB), Z23
 loop:
-	MOVWLZX 0(SI), AX
-	F16FIX(AX, R8)
-	MOVWLZX 2(SI), BX
-	F16FIX(BX, R8)
-	SHLL $16, BX
-	ORL BX, AX
+	MOVL 0(SI), AX
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	KSCALESNB
 	VMOVDQU 16(SI), Y10
 	VPSRLW $1, Y10, Y11
@@ -2334,9 +2304,9 @@ TEXT ·q6kTile4VNNI(SB), NOSPLIT, $32-48
 	VMOVDQU64 kqIdx6<>+192(SB), Z23
 loop:
 	MOVWLZX 208(SI), AX
-	F16FIX(AX, R8)
 	VMOVD AX, X4
 	VCVTPH2PS X4, X4
+	FIXNAN(X4, X5)
 	VPMOVSXBW 192(SI), Y3
 	VMOVDQU64 0(SI), Z6
 	VMOVDQU 128(SI), Y10
