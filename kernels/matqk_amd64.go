@@ -178,7 +178,20 @@ func matQK(dot qkDot, tile qkTile, bb int, dst []float32, w, xq []byte, n, rows,
 		for ; i < n; i++ {
 			x := &xq[i*xb]
 			out := dst[i*rows : i*rows+r1]
-			for r := r0; r < r1; r++ {
+			r := r0
+			// Four rows a quarter of the range apart in turn: four
+			// sequential weight streams in different pages, which the
+			// hardware prefetchers follow (farRows).
+			if h := farRows(r1-r0, 4, rb); h > 0 {
+				for j := r0; j < r0+h; j++ {
+					out[j] = dot(&w[j*rb], x, nb)
+					out[j+h] = dot(&w[(j+h)*rb], x, nb)
+					out[j+2*h] = dot(&w[(j+2*h)*rb], x, nb)
+					out[j+3*h] = dot(&w[(j+3*h)*rb], x, nb)
+				}
+				r = r0 + 4*h
+			}
+			for ; r < r1; r++ {
 				out[r] = dot(&w[r*rb], x, nb)
 			}
 		}
