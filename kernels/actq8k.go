@@ -29,7 +29,7 @@ import (
 // the block's float scales once (see matqk_amd64.go); the result is within
 // the activation quantization error of kernels/ref, not bit-identical.
 
-// Q8KBlockLen is the byte length of one quantized activation block.
+// q8kBlk is the byte length of one quantized activation block.
 const q8kBlk = tensor.Q8_KBlockLen
 
 // kqKernel computes outputs [lo,hi) of w (rows × cols, a K-quant layout) for
