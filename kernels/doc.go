@@ -1,6 +1,7 @@
 // Package kernels is the math of a forward pass on plain slices: matrix-vector
-// and matrix-matrix products over F32/F16/BF16/Q8_0/Q4_0 weights, RMSNorm, RoPE,
-// softmax, SiLU/SwiGLU, GeGLU, soft-capping, residual add and masked (GQA, sliding-window, tree)
+// and matrix-matrix products over F32/F16/BF16/Q8_0/Q4_0 weights (and ggml's
+// other block types, K-quants included), RMSNorm, RoPE, softmax, SiLU/SwiGLU,
+// GeGLU, soft-capping, residual add and masked (GQA, sliding-window, tree)
 // attention over a paged KV cache.
 //
 // # Reference, generic and fast paths
@@ -20,7 +21,9 @@
 //     be within a stated tolerance of ref (close_test.go derives it): they
 //     use vector lanes and FMA, and for Q8_0/Q4_0 weights they quantize the
 //     activations once per call to int8 per 32-block (llama.cpp's q8_0) and
-//     take exact integer dot products. They keep batch invariance: each
+//     take exact integer dot products; for Q4_K/Q5_K/Q6_K weights likewise
+//     per 256-block to Q8_K (actq8k.go, matqk_amd64.go: the same bits on
+//     the AVX2, AVX-512 and VNNI sets). They keep batch invariance: each
 //     output element's operation order depends only on the shapes (and the
 //     kernel set), never on n or the thread split. Building with the
 //     `purego` tag excludes them. Impl names the set in use ("generic",

@@ -74,6 +74,10 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 	if n == 0 || w.Rows == 0 {
 		return
 	}
+	if k := kqKernelFor(w.DType); k != nil { // Q4_K/Q5_K/Q6_K over Q8_K activations (actq8k.go)
+		matKQ(p, k, dst, w, x, n)
+		return
+	}
 	j := matJob{k: matKernelFor(w.DType), dt: w.DType, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
 	locked := false
 	if j.ak = actKernelFor(w.DType); j.ak != nil {

@@ -42,7 +42,8 @@ func makeBlockWeight(r *rand.Rand, t tensor.DType, rows, cols, off int, mode wei
 }
 
 // TestMatMulBlockTypesVsRef: every block type, bit for bit against
-// ref.MatMul (which decodes rows with tensor.DequantizeRow), for row counts
+// ref.MatMul (within matqk_test.go's tolerance for a type whose Q8_K
+// kernel is installed; TestKQuantSets checks those batch-invariant) (which decodes rows with tensor.DequantizeRow), for row counts
 // around the 4-row groups, several inputs, pool sizes with splitting forced
 // to single rows, unaligned data and both weight modes.
 func TestMatMulBlockTypesVsRef(t *testing.T) {
@@ -68,13 +69,13 @@ func TestMatMulBlockTypesVsRef(t *testing.T) {
 								buf, dst := guarded(n*rows, off)
 								kernels.MatMul(p, dst, w, x, n)
 								checkGuard(t, buf, off, n*rows)
-								requireSame(t, fmt.Sprintf("%d×%d n=%d pool %d", rows, cols, n, pi), want, dst)
+								requireKQRef(t, fmt.Sprintf("%d×%d n=%d pool %d", rows, cols, n, pi), w, x, n, want, dst)
 							}
 							// A row's result does not depend on the batch.
 							for i := range n {
 								one := make([]float32, rows)
 								kernels.MatVec(pools[2], one, w, x[i*cols:(i+1)*cols])
-								requireSame(t, fmt.Sprintf("%d×%d row %d of %d alone", rows, cols, i, n), want[i*rows:(i+1)*rows], one)
+								requireKQRef(t, fmt.Sprintf("%d×%d row %d of %d alone", rows, cols, i, n), w, x[i*cols:(i+1)*cols], 1, want[i*rows:(i+1)*rows], one)
 							}
 						}
 					}

@@ -22,7 +22,7 @@ for pair in "stories260K:$M/stories260K/stories260K.bin" "llama2xs-260k:$M/llama
 	echo
 	echo "| scheme | bytes on disk | decode tok/s | perplexity | KL vs F32 | top-1 vs F32 |"
 	echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-	for s in f32 q8_0 q4_0 int8-g32 int4-g32 int4-g128 nf4 prune-50 prune-2:4; do
+	for s in f32 q8_0 q4_0 int8-g32 int4-g32 int4-g128 nf4 q6_k q5_k_m q5_k_s q4_k_m q4_k_s q3_k_m q2_k prune-50 prune-2:4; do
 		f=$OUT/$name-$s.gguf
 		case $s in
 		f32) ;;

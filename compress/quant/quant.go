@@ -1,6 +1,8 @@
 // Package quant stores weight rows with fewer bits: symmetric absmax int8 and
 // int4 with one scale per group, QLoRA's 4-bit NormalFloat (NF4), and GGUF's
-// Q8_0 and Q4_0 in llama.cpp's exact block layouts.
+// Q8_0 and Q4_0 in llama.cpp's exact block layouts. A Mix (kmix.go) is one of
+// llama.cpp's K-quant file types (q4_k_m, q6_k, …): a per-tensor choice of
+// ggml types made by llama.cpp's rule.
 //
 // A Scheme quantizes one matrix row at a time. Groups never straddle rows: a
 // row of cols weights is cut into groups of Scheme.Group from its first weight,

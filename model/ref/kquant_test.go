@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
 	"github.com/sluicehq/sluice/model/synth"
@@ -193,8 +194,15 @@ func TestKQuantGGUFLoads(t *testing.T) {
 		if fast[pos] == nil {
 			t.Fatalf("pos %d: the engine gave no logits", pos)
 		}
-		if e := relRMS(fast[pos], got[pos]); e > 1e-4 {
-			t.Errorf("pos %d: engine and oracle differ on the K-quant model by relative RMS %.2g", pos, e)
+		// The generic kernels decode K-quant blocks as the oracle does; the
+		// fast ones quantize the activations to Q8_K (as llama.cpp does),
+		// which moved these logits by a relative RMS of at most 0.01.
+		tol := 1e-4
+		if kernels.Impl() != "generic" {
+			tol = 0.05
+		}
+		if e := relRMS(fast[pos], got[pos]); e > tol {
+			t.Errorf("pos %d: engine and oracle differ on the K-quant model by relative RMS %.2g (> %.2g on %s kernels)", pos, e, tol, kernels.Impl())
 		}
 		if pos == len(toks)-1 {
 			t.Logf("last position: K-quant vs F32 relative RMS %.4f, engine vs oracle %.2g", relRMS(got[pos], want[pos]), relRMS(fast[pos], got[pos]))
