@@ -14,8 +14,9 @@ package kernels
 //	out[t] = fma(a_j, v_j[t], out[t])                    (visible j ascending, out from 0)
 //
 // so an item does not depend on the other rows, on how many slots one
-// assembly call covers (a run of visible slots within a page: four at a
-// time or one, each with its own chain) or on the thread split. Against ref
+// assembly call covers (a run of visible slots within a page: scored eight,
+// four or one at a time, each slot with its own chain and the same sums) or
+// on the thread split. Against ref
 // only the dot's reassociation, the fused multiply-adds and the softmax's
 // float32 exp differ, within requireAttnRef's tolerance. The 110m model at
 // 450 tokens of context spent 54% of a one-thread avx2 run in the generic
