@@ -31,36 +31,49 @@ func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []f
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
 	stride := uintptr(kvDim) * 4
-	for it := lo; it < hi; it++ {
+	per := max(kv.Len, 0)
+	// Below 32 columns one item's weighted sum of V is one to three chains of
+	// dependent fused multiply-adds, one per slot: latency-bound. The heads
+	// of one query row see the same slots, so four of them (items it…it+3)
+	// go through attnAxpy4AVX2 side by side, each item's sum unchanged.
+	four := d < 32 && len(scratch) >= attnScoreBufs*per
+	for it := lo; it < hi; {
 		i, h := it/s.Heads, it%s.Heads
+		k := 1
+		if four && hi-it >= 4 && s.Heads-h >= 4 {
+			k = 4
+		}
 		jlo, jhi, tree := visibleRange(kv, mask, i)
-		qh := q[it*d : (it+1)*d]
-		out := dst[it*d : (it+1)*d]
-		off := (h / group) * d
-		clear(out)
 		n := 0
-		// Runs of visible slots within one page: start slot (j0), length.
-		for j := jlo; j < jhi; {
-			if tree && !mask.Visible(i, int32(j)) {
-				j++
-				continue
+		for u := range k {
+			qh := q[(it+u)*d : (it+u+1)*d]
+			clear(dst[(it+u)*d : (it+u+1)*d])
+			sc := scratch[u*per:]
+			off := ((h + u) / group) * d
+			n = 0
+			// Runs of visible slots within one page: start slot (j0), length.
+			for j := jlo; j < jhi; {
+				if tree && !mask.Visible(i, int32(j)) {
+					j++
+					continue
+				}
+				pg, slot := j/pt, j%pt
+				m := attnRun(mask, tree, i, j, jhi, slot, pt)
+				page := kv.K[pg]
+				_ = page[(slot+m-1)*kvDim+off+d-1]
+				_ = sc[n+m-1]
+				attnDotsAVX2(&sc[n], &qh[0], &page[slot*kvDim+off], stride, m, d, s.Scale)
+				n += m
+				j += m
 			}
-			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
+			if n > 0 {
+				softmaxAsm(sc[:n])
 			}
-			page := kv.K[pg]
-			_ = page[(slot+m-1)*kvDim+off+d-1]
-			_ = scratch[n+m-1]
-			attnDotsAVX2(&scratch[n], &qh[0], &page[slot*kvDim+off], stride, m, d, s.Scale)
-			n += m
-			j += m
 		}
 		if n == 0 {
+			it += k
 			continue
 		}
-		softmaxAsm(scratch[:n])
 		n = 0
 		for j := jlo; j < jhi; {
 			if tree && !mask.Visible(i, int32(j)) {
@@ -68,17 +81,41 @@ func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []f
 				continue
 			}
 			pg, slot := j/pt, j%pt
-			m := 1
-			for j+m < jhi && slot+m < pt && (!tree || mask.Visible(i, int32(j+m))) {
-				m++
-			}
+			m := attnRun(mask, tree, i, j, jhi, slot, pt)
 			page := kv.V[pg]
-			_ = page[(slot+m-1)*kvDim+off+d-1]
-			attnAxpyAVX2(&out[0], &scratch[n], &page[slot*kvDim+off], stride, m, d)
+			row := slot * kvDim
+			_ = page[(slot+m-1)*kvDim+kvDim-1]
+			if k == 4 {
+				_ = scratch[3*per+n+m-1]
+				_ = dst[(it+4)*d-1]
+				o0, o1, o2, o3 := row+(h/group)*d, row+((h+1)/group)*d, row+((h+2)/group)*d, row+((h+3)/group)*d
+				for c := 0; c < d; c += 8 {
+					attnAxpy4AVX2(&dst[it*d+c], uintptr(d)*4, &scratch[n], uintptr(per)*4,
+						&page[o0+c], &page[o1+c], &page[o2+c], &page[o3+c], stride, m)
+				}
+			} else {
+				attnAxpyAVX2(&dst[it*d], &scratch[n], &page[row+(h/group)*d], stride, m, d)
+			}
 			n += m
 			j += m
 		}
+		it += k
 	}
+}
+
+// attnRun is the length of the run of visible slots from j (visible, at
+// slot of its page): up to jhi and the page's end, and with a tree mask up
+// to the next slot row i does not see.
+func attnRun(mask *Mask, tree bool, i, j, jhi, slot, pt int) int {
+	m := min(jhi-j, pt-slot)
+	if tree {
+		for k := 1; k < m; k++ {
+			if !mask.Visible(i, int32(j+k)) {
+				return k
+			}
+		}
+	}
+	return m
 }
 
 //go:noescape
@@ -86,6 +123,9 @@ func attnDotsAVX2(sc *float32, q *float32, k *float32, kstride uintptr, n, d int
 
 //go:noescape
 func attnAxpyAVX2(out *float32, a *float32, v *float32, vstride uintptr, n, d int)
+
+//go:noescape
+func attnAxpy4AVX2(out *float32, ostride uintptr, a *float32, astride uintptr, v0, v1, v2, v3 *float32, vstride uintptr, n int)
 
 // attnSelector installs attentionAVX2 in the default build; a
 // GOEXPERIMENT=simd build leaves attention to its archsimd selector.

@@ -224,3 +224,54 @@ m8:
 adone:
 	VZEROUPPER
 	RET
+
+// func attnAxpy4AVX2(out *float32, ostride uintptr, a *float32, astride uintptr, v0, v1, v2, v3 *float32, vstride uintptr, n int)
+//
+// attnAxpyAVX2 for eight columns of four items at once: for k < 4, out_k =
+// out + k·ostride bytes, a_k = a + k·astride bytes, v_k the given row
+// pointers, and out_k[t] = fma(a_k[m], v_k,m[t], out_k[t]) for m = 0 … n−1
+// in order, t < 8, v_k,m = v_k + m·vstride bytes; n ≥ 1. Each item's
+// arithmetic is attnAxpyAVX2's; the four items' chains run side by side.
+TEXT ·attnAxpy4AVX2(SB), NOSPLIT, $0-80
+	MOVQ    out+0(FP), DI
+	MOVQ    ostride+8(FP), AX
+	MOVQ    a+16(FP), SI
+	MOVQ    astride+24(FP), R11
+	MOVQ    v0+32(FP), BX
+	MOVQ    v1+40(FP), CX
+	MOVQ    v2+48(FP), DX
+	MOVQ    v3+56(FP), R8
+	MOVQ    vstride+64(FP), R10
+	LEAQ    (SI)(R11*1), R12  // a_1
+	LEAQ    (R12)(R11*1), R13 // a_2
+	ADDQ    R13, R11          // a_3
+	LEAQ    (AX)(AX*2), R9    // 3·ostride
+	VMOVUPS (DI), Y0
+	VMOVUPS (DI)(AX*1), Y1
+	VMOVUPS (DI)(AX*2), Y2
+	VMOVUPS (DI)(R9*1), Y3
+	XORQ    AX, AX            // slot
+	XORQ    R9, R9            // slot offset in V: m·vstride
+
+m4:
+	VBROADCASTSS (SI)(AX*4), Y4
+	VBROADCASTSS (R12)(AX*4), Y5
+	VBROADCASTSS (R13)(AX*4), Y6
+	VBROADCASTSS (R11)(AX*4), Y7
+	VFMADD231PS  (BX)(R9*1), Y4, Y0
+	VFMADD231PS  (CX)(R9*1), Y5, Y1
+	VFMADD231PS  (DX)(R9*1), Y6, Y2
+	VFMADD231PS  (R8)(R9*1), Y7, Y3
+	ADDQ         R10, R9
+	INCQ         AX
+	CMPQ         AX, n+72(FP)
+	JLT          m4
+
+	MOVQ    ostride+8(FP), AX
+	LEAQ    (AX)(AX*2), R9
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, (DI)(AX*1)
+	VMOVUPS Y2, (DI)(AX*2)
+	VMOVUPS Y3, (DI)(R9*1)
+	VZEROUPPER
+	RET

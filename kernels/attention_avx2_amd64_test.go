@@ -79,3 +79,80 @@ func TestAttnDotsAVX2(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionAVX2FourHeads checks that weighing V for four heads side by
+// side (attnAxpy4AVX2, taken when scratch holds AttentionScratch floats and
+// the head dim is below 32) gives each item the bits it gets alone (scratch
+// of one score per slot), over GQA shapes, pages that cut the slot runs,
+// causal, windowed, tree and empty masks, item ranges that split a row's
+// heads (a thread split), special values, and a guard after the output.
+func TestAttentionAVX2FourHeads(t *testing.T) {
+	if !cpuAVX2 {
+		t.Skip("SKIP avx2 attention: CPU lacks AVX2+FMA+F16C")
+	}
+	r := rand.New(rand.NewPCG(23, 24))
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+			if r.IntN(40) == 0 {
+				v[i] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), 0, 1e-40}[r.IntN(4)]
+			}
+		}
+		return v
+	}
+	for _, sh := range []struct{ heads, kvHeads, d int }{
+		{4, 2, 8}, {8, 4, 8}, {8, 8, 8}, {12, 4, 16}, {6, 2, 24}, {8, 1, 16}, {4, 4, 32},
+	} {
+		for _, n := range []int{1, 5, 17, 40} {
+			for _, pt := range []int{3, 16} {
+				width := sh.kvHeads * sh.d
+				kv := KV{PageTokens: pt, Len: n}
+				for p := 0; p*pt < n; p++ {
+					kv.K, kv.V = append(kv.K, vec(pt*width)), append(kv.V, vec(pt*width))
+				}
+				const rows = 3
+				slots := []int32{int32(n - 3), int32(n - 2), int32(n - 1)}
+				for i := range slots {
+					slots[i] = max(slots[i], 0)
+				}
+				causal, window := &Mask{}, &Mask{}
+				CausalMask(causal, slots, 0)
+				CausalMask(window, slots, 4)
+				tree := &Mask{Lo: []int32{0, 0, 0}, Hi: []int32{int32(n), int32(n), int32(n)},
+					TreeBase: []int32{0, 0, 0}, Tree: make([][]uint64, rows)}
+				for i := range tree.Tree {
+					tree.Tree[i] = make([]uint64, (n+63)/64)
+					for j := range n {
+						if r.IntN(3) != 0 {
+							tree.Tree[i][j/64] |= 1 << (j % 64)
+						}
+					}
+				}
+				empty := &Mask{Lo: []int32{1, 1, 1}, Hi: []int32{1, 1, 1}}
+				s := AttnShape{Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.d, Scale: float32(1 / math.Sqrt(float64(sh.d)))}
+				items := rows * sh.heads
+				q := vec(items * sh.d)
+				for name, m := range map[string]*Mask{"nil": nil, "causal": causal, "window": window, "tree": tree, "empty": empty} {
+					for _, span := range [][2]int{{0, items}, {1, items - 2}, {3, 3 + sh.heads}} {
+						lo, hi := span[0], span[1]
+						what := fmt.Sprintf("h%d kv%d d%d n=%d page=%d mask=%s items [%d,%d)", sh.heads, sh.kvHeads, sh.d, n, pt, name, lo, hi)
+						want := make([]float32, items*sh.d)
+						attentionAVX2(want, q, kv, m, s, make([]float32, n), lo, hi)
+						got := make([]float32, items*sh.d+1)
+						got[items*sh.d] = 12345
+						attentionAVX2(got, q, kv, m, s, make([]float32, AttentionScratch(kv, rows)), lo, hi)
+						for i, w := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(w) && !(got[i] != got[i] && w != w) {
+								t.Fatalf("%s: out[%d] = %v four heads at once, %v alone", what, i, got[i], w)
+							}
+						}
+						if got[items*sh.d] != 12345 {
+							t.Fatalf("%s: wrote past the output", what)
+						}
+					}
+				}
+			}
+		}
+	}
+}
