@@ -11,7 +11,9 @@ import (
 )
 
 // TestGraphShape pins the nodes Build makes for the built-in chain: their
-// names (bench stats and logs key on them), kinds, workers and capacities.
+// names (bench stats and logs key on them), kinds, workers and capacities,
+// and which run fused (the preset fuses the decode loop's stages: an edge
+// into a fused node has no channel, so its producer's capacity leaves it out).
 func TestGraphShape(t *testing.T) {
 	l := synthModel(t, 1, tensor.F32)
 	tests := []struct {
@@ -20,14 +22,15 @@ func TestGraphShape(t *testing.T) {
 		want []string
 	}{
 		{"greedy", func(*pipelines.Pipeline) {}, []string{
-			"requests source 1/1", "tokenize then 1/1", "scheduler.admit then 1/1", "decode.enter loop.enter 1/1",
-			"scheduler then 1/1", "live split 1/2", "decode.exit loop.exit 1/1", "end sink 1/0",
-			"embed then 1/1", "layers.00-01 then 1/1", "head then 1/1", "sample then 1/1",
+			"requests source 1/1", "tokenize then 1/1", "scheduler.admit then 1/1", "decode.enter loop.enter 1/0",
+			"scheduler then 1/0 fused", "live split 1/1 fused", "decode.exit loop.exit 1/1", "end sink 1/0",
+			"embed then 1/0 fused", "layers.00-01 then 1/0 fused", "head then 1/0 fused", "sample then 1/1 fused",
 			"scheduler.retired source 1/1", "detokenize then 1/1", "results sink 1/0",
 		}},
-		{"one block a stage, buffers and workers", func(p *pipelines.Pipeline) {
+		{"unfused, one block a stage, buffers and workers", func(p *pipelines.Pipeline) {
 			for i := range p.Stages {
 				s := &p.Stages[i]
+				s.Fuse = false
 				s.Buffer = i + 2
 				if s.Kind == pipelines.KindTokenize || s.Kind == pipelines.KindDetokenize {
 					s.Workers = 3
@@ -50,7 +53,11 @@ func TestGraphShape(t *testing.T) {
 			e := engine(t, l, p)
 			var got []string
 			for _, s := range e.NodeStats() {
-				got = append(got, fmt.Sprintf("%s %s %d/%d", s.Name, s.Kind, s.Workers, s.Capacity))
+				f := ""
+				if s.Fused {
+					f = " fused"
+				}
+				got = append(got, fmt.Sprintf("%s %s %d/%d%s", s.Name, s.Kind, s.Workers, s.Capacity, f))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("nodes (-want +got):\n%s\n%s", diff, strings.Join(got, "\n"))

@@ -16,15 +16,23 @@ func (rs *runState) now() time.Duration { return time.Since(rs.base) }
 
 // emitter is the engine side of an Emit: one per worker goroutine.
 type emitter[T any] struct {
-	rs      *runState
-	c       *counters
-	ch      chan T
-	blocked time.Duration // waiting time since the worker last reset it (for Busy)
+	rs  *runState
+	c   *counters
+	out outlet[T]
+	// blocked is the time since the worker last reset it that is not the
+	// node's own work (for Busy): waiting for room downstream, and the time
+	// a fused consumer spent on the items emitted.
+	blocked time.Duration
 }
 
 func (e *emitter[T]) emit(ctx context.Context, v T) error {
+	if e.out.in != nil {
+		d, err := e.out.in.push(ctx, v, e.c)
+		e.blocked += d
+		return err
+	}
 	select {
-	case e.ch <- v:
+	case e.out.ch <- v:
 		e.c.out.Add(1)
 		return nil
 	default:
@@ -37,13 +45,13 @@ func (e *emitter[T]) emitSlow(ctx context.Context, v T) error {
 	var err error
 	if ctx == e.rs.ctx || ctx == nil {
 		select {
-		case e.ch <- v:
+		case e.out.ch <- v:
 		case <-e.rs.done:
 			err = e.rs.ctx.Err()
 		}
 	} else {
 		select {
-		case e.ch <- v:
+		case e.out.ch <- v:
 		case <-e.rs.done:
 			err = e.rs.ctx.Err()
 		case <-ctx.Done():
@@ -60,8 +68,17 @@ func (e *emitter[T]) emitSlow(ctx context.Context, v T) error {
 }
 
 // send is emit for engine-owned nodes; false means the run was cancelled. If send
-// has to wait and mark is not nil, *mark becomes the time the wait ended.
-func send[T any](rs *runState, c *counters, ch chan T, v T, mark *time.Duration) bool {
+// has to wait and mark is not nil, *mark becomes the time the wait ended; a
+// fused consumer's time moves *mark on by as much.
+func send[T any](rs *runState, c *counters, o outlet[T], v T, mark *time.Duration) bool {
+	if o.in != nil {
+		d, err := o.in.push(rs.ctx, v, c)
+		if mark != nil {
+			*mark += d
+		}
+		return err == nil
+	}
+	ch := o.ch
 	select {
 	case ch <- v:
 		c.out.Add(1)

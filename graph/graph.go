@@ -89,6 +89,7 @@ type nodeConfig struct {
 	buffer     int
 	workers    int
 	ordered    bool
+	fused      bool
 	setBuffer  bool
 	setWorkers bool
 }
@@ -123,7 +124,10 @@ type node struct {
 	ins  []*edge
 	outs []*edge
 	run  func(rs *runState)
-	c    counters
+	// inline makes the node's fused form for a run (Then and Split only);
+	// Run uses it instead of run when the node is Fused.
+	inline func(rs *runState) fusable
+	c      counters
 }
 
 // counters are updated by the node's goroutines and read by Stats at any time.
@@ -140,8 +144,9 @@ type edge struct {
 	to       *node
 	capacity int
 	makeCh   func(capacity int) (ch any, length func() int)
-	ch       any // chan T, made by Run
+	ch       any // chan T, made by Run; nil when the consumer is fused
 	length   func() int
+	fin      fusable // *inline[T], made by Run when the consumer is fused
 }
 
 func newEdge[T any](from *node, label string, capacity int) *edge {
@@ -221,6 +226,17 @@ func (g *Graph) addNode(name, kind string, opts []NodeOption) *node {
 	if n.cfg.ordered && kind != kindThen {
 		g.errs = append(g.errs, &WiringError{name, "Ordered applies only to Then nodes, not a " + kind})
 	}
+	if n.cfg.fused {
+		switch {
+		case kind != kindThen && kind != kindSplit:
+			g.errs = append(g.errs, &WiringError{name, "Fused applies only to Then and Split nodes, not a " + kind})
+			n.cfg.fused = false
+		case n.cfg.workers > 1:
+			g.errs = append(g.errs, &WiringError{name, fmt.Sprintf("Fused runs the node on its producer's goroutine, so it takes one worker, not Workers(%d)", n.cfg.workers)})
+		case n.cfg.ordered:
+			g.errs = append(g.errs, &WiringError{name, "Fused and Ordered: a fused node runs on its producer's goroutine, in its producer's order; Ordered is for Workers(n>1)"})
+		}
+	}
 	if n.cfg.setBuffer && kind == kindSink {
 		g.errs = append(g.errs, &WiringError{name, "Buffer does not apply to a sink (it has no output)"})
 	}
@@ -258,7 +274,8 @@ type loopChecker interface{ check() []error }
 
 // Validate reports every wiring mistake at once (errors.Join of *WiringError, each
 // matching ErrInvalid): duplicate or empty names, ports consumed twice or never,
-// ports from another graph, incomplete loops, bad options. Run calls it first.
+// ports from another graph, incomplete loops, bad options, Fused nodes whose
+// producer cannot call them. Run calls it first.
 func (g *Graph) Validate() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -275,6 +292,13 @@ func (g *Graph) Validate() error {
 	}
 	for _, l := range g.loops {
 		errs = append(errs, l.check()...)
+	}
+	for _, n := range g.nodes {
+		if n.cfg.fused {
+			if err := checkFused(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -318,22 +342,30 @@ func (g *Graph) Run(ctx context.Context) error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rs := &runState{base: time.Now(), ctx: rctx, done: rctx.Done(), cancel: cancel}
 	g.mu.Lock()
 	for _, n := range g.nodes {
 		for _, e := range n.outs {
-			e.ch, e.length = e.makeCh(e.capacity)
+			if e.to.cfg.fused {
+				e.fin = e.to.inline(rs)
+			} else {
+				e.ch, e.length = e.makeCh(e.capacity)
+			}
 		}
 	}
 	nodes := append([]*node(nil), g.nodes...)
 	g.mu.Unlock()
 
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	rs := &runState{base: time.Now(), ctx: rctx, done: rctx.Done(), cancel: cancel}
 	var wg sync.WaitGroup
 	for _, n := range nodes {
+		if n.cfg.fused {
+			continue // runs on its producer's goroutine
+		}
 		wg.Go(func() {
 			g.log.Debug().Str("graph", g.name).Str("node", n.name).Str("kind", n.kind).Msg("node start")
+			startFused(n)
 			n.run(rs)
 			g.log.Debug().Str("graph", g.name).Str("node", n.name).
 				Int64("in", n.c.in.Load()).Int64("out", n.c.out.Load()).Int64("errors", n.c.errors.Load()).
@@ -360,8 +392,12 @@ type NodeStats struct {
 	// BlockedOnRecv is time spent waiting for input (starvation).
 	BlockedOnRecv time.Duration
 	Workers       int
-	Capacity      int // sum of the capacities of the node's output channels
+	Capacity      int // sum of the capacities of the node's output channels (a fused consumer's edge has none)
 	Queued        int // items now waiting in the node's output channels (0 unless running)
+	// Fused is true for a node that runs on its producer's goroutine (see
+	// Fused): its BlockedOnRecv is then 0, and its producer's Busy leaves
+	// out the time spent in it.
+	Fused bool
 }
 
 // Stats returns one snapshot per node, in creation order. Safe to call while running.
@@ -380,8 +416,12 @@ func (g *Graph) Stats() []NodeStats {
 			BlockedOnSend: time.Duration(n.c.blockedSend.Load()),
 			BlockedOnRecv: time.Duration(n.c.blockedRecv.Load()),
 			Workers:       n.cfg.workers,
+			Fused:         n.cfg.fused,
 		}
 		for _, e := range n.outs {
+			if e.to != nil && e.to.cfg.fused {
+				continue
+			}
 			s.Capacity += e.capacity
 			if e.length != nil {
 				s.Queued += e.length()

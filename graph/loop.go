@@ -74,14 +74,14 @@ func (l *Loop[T]) Enter(in Port[T], o ...NodeOption) Port[T] {
 	n, name := endpoint(l, "Enter", kindLoopEnter, &l.enter, in.e, o)
 	out := newEdge[T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
-		outCh := out.ch.(chan T)
-		defer close(outCh)
+		outCh := outletOf[T](out)
+		defer outCh.close()
 		l.runEnter(rs, n, in.e.ch.(chan T), l.back.ch.(chan T), outCh)
 	}
 	return Port[T]{out}
 }
 
-func (l *Loop[T]) runEnter(rs *runState, n *node, inCh, backCh, outCh chan T) {
+func (l *Loop[T]) runEnter(rs *runState, n *node, inCh, backCh chan T, outCh outlet[T]) {
 	inflight, inClosed := 0, false
 	for rs.ctx.Err() == nil {
 		if inClosed && inflight == 0 {
@@ -185,8 +185,8 @@ func (l *Loop[T]) Exit(in Port[T], o ...NodeOption) Port[T] {
 	out := newEdge[T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
 		inCh := in.e.ch.(chan T)
-		outCh := out.ch.(chan T)
-		defer close(outCh)
+		outCh := outletOf[T](out)
+		defer outCh.close()
 		for rs.ctx.Err() == nil {
 			v, ok := recv(rs, &n.c, inCh, nil)
 			if !ok {

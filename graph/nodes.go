@@ -33,9 +33,9 @@ func Source[Out any](g *Graph, name string, gen func(context.Context, Emit[Out])
 	}
 	out := newEdge[Out](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
-		ch := out.ch.(chan Out)
-		defer close(ch)
-		e := &emitter[Out]{rs: rs, c: &n.c, ch: ch}
+		o := outletOf[Out](out)
+		defer o.close()
+		e := &emitter[Out]{rs: rs, c: &n.c, out: o}
 		mark := rs.now()
 		err := call(func() error { return gen(rs.ctx, e.emit) })
 		busy(rs, &n.c, &mark, e.blocked)
@@ -60,13 +60,14 @@ func Then[In, Out any](name string, in Port[In], s Stage[In, Out], o ...NodeOpti
 	}
 	out := newEdge[Out](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) { runThen(rs, n, in.e, out, s) }
+	n.inline = func(rs *runState) fusable { return thenInline(rs, n, out, s) }
 	return Port[Out]{out}
 }
 
 func runThen[In, Out any](rs *runState, n *node, inE, outE *edge, s Stage[In, Out]) {
 	inCh := inE.ch.(chan In)
-	outCh := outE.ch.(chan Out)
-	defer close(outCh)
+	outCh := outletOf[Out](outE)
+	defer outCh.close()
 	lifecycle(rs, n, s, func() {
 		if n.cfg.ordered && n.cfg.workers > 1 {
 			runOrdered(rs, n, inCh, outCh, s)
@@ -77,7 +78,7 @@ func runThen[In, Out any](rs *runState, n *node, inE, outE *edge, s Stage[In, Ou
 			return // a failed or cancelled run does not flush
 		}
 		if f, ok := s.(Flusher[Out]); ok {
-			e := &emitter[Out]{rs: rs, c: &n.c, ch: outCh}
+			e := &emitter[Out]{rs: rs, c: &n.c, out: outCh}
 			mark := rs.now()
 			err := call(func() error { return f.Flush(rs.ctx, e.emit) })
 			busy(rs, &n.c, &mark, e.blocked)
@@ -99,9 +100,9 @@ func parallel(n int, work func()) {
 	wg.Wait()
 }
 
-func runWorkers[In, Out any](rs *runState, n *node, inCh chan In, outCh chan Out, s Stage[In, Out]) {
+func runWorkers[In, Out any](rs *runState, n *node, inCh chan In, outCh outlet[Out], s Stage[In, Out]) {
 	parallel(n.cfg.workers, func() {
-		e := &emitter[Out]{rs: rs, c: &n.c, ch: outCh}
+		e := &emitter[Out]{rs: rs, c: &n.c, out: outCh}
 		emit := Emit[Out](e.emit)
 		mark := rs.now()
 		for rs.ctx.Err() == nil {
@@ -147,7 +148,7 @@ type sequenced[T any] struct {
 // input's outputs in number order. A window of 2·workers slots, taken before an
 // input is received and given back when its outputs have been sent, bounds the
 // reorder buffer while one slow item holds up the sequence.
-func runOrdered[In, Out any](rs *runState, n *node, inCh chan In, outCh chan Out, s Stage[In, Out]) {
+func runOrdered[In, Out any](rs *runState, n *node, inCh chan In, outCh outlet[Out], s Stage[In, Out]) {
 	slots := 2 * n.cfg.workers
 	window := make(chan struct{}, slots)
 	results := make(chan sequenced[Out], slots)
@@ -262,10 +263,10 @@ func Broadcast[T any](name string, in Port[T], n int, o ...NodeOption) []Port[T]
 	}
 	nd.run = func(rs *runState) {
 		inCh := in.e.ch.(chan T)
-		outs := make([]chan T, len(ports))
+		outs := make([]outlet[T], len(ports))
 		for i, p := range ports {
-			outs[i] = p.e.ch.(chan T)
-			defer close(outs[i])
+			outs[i] = outletOf[T](p.e)
+			defer outs[i].close()
 		}
 		for rs.ctx.Err() == nil {
 			v, ok := recv(rs, &nd.c, inCh, nil)
@@ -305,8 +306,8 @@ func Merge[T any](name string, ins ...Port[T]) Port[T] {
 	}
 	out := newEdge[T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
-		outCh := out.ch.(chan T)
-		defer close(outCh)
+		outCh := outletOf[T](out)
+		defer outCh.close()
 		var wg sync.WaitGroup
 		for _, e := range n.ins {
 			inCh := e.ch.(chan T)
@@ -339,11 +340,12 @@ func Split[T any](name string, in Port[T], pred func(T) bool, o ...NodeOption) (
 	}
 	yes = Port[T]{newEdge[T](n, name+".yes", n.cfg.buffer)}
 	no = Port[T]{newEdge[T](n, name+".no", n.cfg.buffer)}
+	n.inline = func(rs *runState) fusable { return splitInline(rs, n, yes.e, no.e, pred) }
 	n.run = func(rs *runState) {
 		inCh := in.e.ch.(chan T)
-		yesCh, noCh := yes.e.ch.(chan T), no.e.ch.(chan T)
-		defer close(yesCh)
-		defer close(noCh)
+		yesCh, noCh := outletOf[T](yes.e), outletOf[T](no.e)
+		defer yesCh.close()
+		defer noCh.close()
 		mark := rs.now()
 		for rs.ctx.Err() == nil {
 			v, ok := recv(rs, &n.c, inCh, &mark)
@@ -385,8 +387,8 @@ func Gather[T any](name string, in Port[T], maxItems int, o ...NodeOption) Port[
 	out := newEdge[[]T](n, name, n.cfg.buffer)
 	n.run = func(rs *runState) {
 		inCh := in.e.ch.(chan T)
-		outCh := out.ch.(chan []T)
-		defer close(outCh)
+		outCh := outletOf[[]T](out)
+		defer outCh.close()
 		for rs.ctx.Err() == nil {
 			v, ok := recv(rs, &n.c, inCh, nil)
 			if !ok {

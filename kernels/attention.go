@@ -30,7 +30,8 @@ var attentionImpl = attentionGeneric
 // 1/sqrt(HeadDim) for standard attention (model/ref does, where llama2.c
 // divides by sqrtf(head_size)). Heads must be a multiple of KVHeads (GQA: a
 // group of Heads/KVHeads query heads shares one KV head). dst must not overlap
-// q or the KV pages. scratch must hold AttentionScratch(kv, rows) floats. The
+// q or the KV pages. scratch must hold kv.Len floats at least;
+// AttentionScratch(kv, rows) is the size to give it. The
 // result is bit-identical to kernels/ref.Attention, and row i's output does
 // not depend on the other rows in the call. It does not allocate.
 func Attention(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
@@ -40,9 +41,10 @@ func Attention(dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scrat
 // AttentionPool is Attention with the rows×heads (query row, head) items split
 // across p's threads (nil p: the caller's goroutine). Every item is computed
 // by the same code in the same order whichever thread runs it, so the result
-// is bit-identical to Attention for any thread count. scratch must hold
-// AttentionPoolScratch(p, kv, rows) floats: one score buffer per thread. It
-// does not allocate.
+// is bit-identical to Attention for any thread count. scratch is split into
+// one score buffer per thread and must hold threads × kv.Len floats at
+// least; AttentionPoolScratch(p, kv, rows) is the size to give it. It does
+// not allocate.
 func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s AttnShape, scratch []float32) {
 	if s.Heads <= 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 || s.HeadDim < 0 || rows < 0 {
 		panic(fmt.Sprintf("kernels: Attention: rows=%d Heads=%d KVHeads=%d HeadDim=%d: want rows ≥ 0 and Heads a positive multiple of KVHeads",
@@ -62,22 +64,23 @@ func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s Att
 		panic(fmt.Sprintf("kernels: Attention: rows=%d but mask has %d Lo, %d Hi, %d Tree, %d TreeBase rows",
 			rows, len(mask.Lo), len(mask.Hi), len(mask.Tree), len(mask.TreeBase)))
 	}
-	if need := AttentionPoolScratch(p, kv, rows); len(scratch) < need {
-		panic(fmt.Sprintf("kernels: Attention: len(scratch)=%d, want ≥%d (%d threads)", len(scratch), need, p.Threads()))
+	if need := p.Threads() * max(kv.Len, 0); len(scratch) < need {
+		panic(fmt.Sprintf("kernels: Attention: len(scratch)=%d, want ≥%d (%d threads × %d slots; AttentionPoolScratch gives the best size)",
+			len(scratch), need, p.Threads(), kv.Len))
 	}
 	items := rows * s.Heads
-	per := max(kv.Len, 0)
 	// Threads only pay for their wake-up (a few µs) on enough work: about
 	// 2·HeadDim flops per visible slot each for the scores and the values.
-	parts := min(p.Threads(), items, 1+items*per*max(s.HeadDim, 1)/attnMinWork)
+	parts := min(p.Threads(), items, 1+items*max(kv.Len, 0)*max(s.HeadDim, 1)/attnMinWork)
 	impl := attentionImpl
 	if s.Softcap > 0 { // the vector kernels do not cap scores
 		impl = attentionGeneric
 	}
 	if parts <= 1 {
-		impl(dst, q, kv, mask, s, scratch[:per], 0, items)
+		impl(dst, q, kv, mask, s, scratch, 0, items)
 		return
 	}
+	per := len(scratch) / parts // ≥ kv.Len: parts ≤ threads
 	j := getAttnJob()
 	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, impl: impl, fn: j.fn}
 	// One index per part: For gives each thread one part (or, on a closed
@@ -140,11 +143,18 @@ func putAttnJob(j *attnJob) {
 	attnJobs.Unlock()
 }
 
-// AttentionScratch is the number of floats Attention needs in scratch: one
-// score per KV slot (reused for every row and head), so rows does not change it.
+// AttentionScratch is the number of floats to give Attention in scratch:
+// attnScoreBufs scores per KV slot (reused for every row and head), so rows
+// does not change it. Attention needs only one score per slot (kv.Len
+// floats); with fewer than AttentionScratch the AVX2 kernel scores one head
+// at a time (same result, slower for head dims below 32).
 func AttentionScratch(kv KV, rows int) int {
-	return max(kv.Len, 0)
+	return attnScoreBufs * max(kv.Len, 0)
 }
+
+// attnScoreBufs is how many items' scores a kernel may hold at once: the
+// AVX2 kernel weighs V for four heads of a row side by side.
+const attnScoreBufs = 4
 
 // AttentionPoolScratch is the number of floats AttentionPool needs in scratch
 // on p: AttentionScratch per thread (each thread scores its items alone).

@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkAttentionShapes is one thread's attention at head dim 64 for
-// 12 heads (MHA, 110m) and 32 query heads over 8 KV heads (GQA, 1b), over
+// 12 heads (MHA, 110m) and 32 query heads over 8 KV heads (GQA, 1b), and at
+// head dim 8 for 8 query heads over 4 KV heads (stories260K), over
 // 128, 512 and 2048 slots, for one query row (a decode step) and for 64 rows
 // (a prefill chunk ending at the last slot, causal mask). Bytes are the K
 // and V the call reads at least once.
@@ -19,6 +20,7 @@ func BenchmarkAttentionShapes(b *testing.B) {
 	}{
 		{"h12", kernels.AttnShape{Heads: 12, KVHeads: 12, HeadDim: 64, Scale: 0.125}},
 		{"h32kv8", kernels.AttnShape{Heads: 32, KVHeads: 8, HeadDim: 64, Scale: 0.125}},
+		{"h8kv4d8", kernels.AttnShape{Heads: 8, KVHeads: 4, HeadDim: 8, Scale: 0.35355339}},
 	}
 	for _, sh := range shapes {
 		for _, n := range []int{128, 512, 2048} {

@@ -176,7 +176,7 @@ func TestAttentionGQA(t *testing.T) {
 			}
 			q := vec(r, 2*heads*d, normal)
 			m := maskKinds(r, 2, n)["causal"]
-			scratch := make([]float32, n)
+			scratch := make([]float32, kernels.AttentionScratch(kernels.KV{Len: n}, 2))
 			got := make([]float32, len(q))
 			kernels.Attention(got, q, 2, pagedKV(k, v, n, kvHeads*d, 5), m, kernels.AttnShape{Heads: heads, KVHeads: kvHeads, HeadDim: d, Scale: 0.5}, scratch)
 			want := make([]float32, len(q))
@@ -214,7 +214,7 @@ func TestAttentionTinyTrace(t *testing.T) {
 	v := []float32{1, 0, 0, 2, 1, 2}
 	s := kernels.AttnShape{Heads: 1, KVHeads: 1, HeadDim: 2, Scale: float32(1 / math.Sqrt(2))}
 	want := []float32{1, 0, 0.33, 1.34, 0.75, 1.50}
-	scratch := make([]float32, 3)
+	scratch := make([]float32, kernels.AttentionScratch(kernels.KV{Len: 3}, 3))
 
 	batch := make([]float32, 6)
 	m := &kernels.Mask{}
@@ -357,8 +357,8 @@ func TestAttentionPoolThreads(t *testing.T) {
 								want := make([]float32, len(q))
 								kernels.Attention(want, q, rows, kv, m, s, make([]float32, kernels.AttentionScratch(kv, rows)))
 								need := kernels.AttentionPoolScratch(p, kv, rows)
-								if need != th*n {
-									t.Fatalf("AttentionPoolScratch = %d, want %d threads × %d slots", need, th, n)
+								if one := kernels.AttentionScratch(kv, rows); need != th*one || one < n {
+									t.Fatalf("AttentionPoolScratch = %d, want %d threads × AttentionScratch = %d (≥ %d slots)", need, th, one, n)
 								}
 								sbuf, scratch := guarded(need, 1)
 								got := make([]float32, len(q))

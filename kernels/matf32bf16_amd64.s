@@ -182,7 +182,10 @@ TILE(·bf16Tile4x5, LDB, LDBT, XP5, ZR5, ST5, STT5, RD5)
 TILE(·bf16Tile4x6, LDB, LDBT, XP6, ZR6, ST6, STT6, RD6)
 
 // f32Dec8 is the F32 decode kernel: 8 consecutive weight rows from w
-// (stride cols) against one input, storing 8 sums at dst.
+// (stride cols) against one input, storing 8 sums at dst. The next 8 rows
+// are prefetched into L1 (T0): T1 (to L2) left a model whose weights sit in
+// L2 (stories260K, 1 MB) waiting on L2 at every load, and measured no
+// better on rows streamed from DRAM.
 
 // func f32Dec8(dst *float32, w *float32, x *float32, cols int)
 TEXT ·f32Dec8(SB), NOSPLIT, $0-32
@@ -198,14 +201,14 @@ TEXT ·f32Dec8(SB), NOSPLIT, $0-32
 	CMPQ R12, R13
 	JGE  tail
 loop:
-	PREFETCHT1 0(R11)
-	PREFETCHT1 64(R11)
-	PREFETCHT1 128(R11)
-	PREFETCHT1 192(R11)
-	PREFETCHT1 256(R11)
-	PREFETCHT1 320(R11)
-	PREFETCHT1 384(R11)
-	PREFETCHT1 448(R11)
+	PREFETCHT0 0(R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	PREFETCHT0 256(R11)
+	PREFETCHT0 320(R11)
+	PREFETCHT0 384(R11)
+	PREFETCHT0 448(R11)
 	ADDQ $512, R11
 	DSTEPF
 	ADDQ $16, R12

@@ -31,7 +31,7 @@ func TestBuildChecksWiring(t *testing.T) {
 	if !errors.Is(err, ErrStageOrder) {
 		t.Fatalf("Build = %v, want ErrStageOrder", err)
 	}
-	want := `pipelines: <preset greedy>:26: stage "embed": kind "embed" takes *sched.Step, but the stage before it, "tokenize" (kind "tokenize", line 11), gives *session.Session`
+	want := `pipelines: <preset greedy>:27: stage "embed": kind "embed" takes *sched.Step, but the stage before it, "tokenize" (kind "tokenize", line 11), gives *session.Session`
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("Build = %v\nwant it to include %s", err, want)
 	}
@@ -91,7 +91,7 @@ func TestBuildUnknownKind(t *testing.T) {
 	p := Greedy()
 	p.Stages[5].Kind = "lookahead"
 	_, err := Build(p, buildOpts())
-	want := `pipelines: <preset greedy>:40: stage "sample": unknown kind "lookahead"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify", "beam"`
+	want := `pipelines: <preset greedy>:44: stage "sample": unknown kind "lookahead"; known kinds: "tokenize", "scheduler", "embed", "transformer_layers", "head", "sample", "detokenize", "draft_tree", "verify", "beam"`
 	if !errors.Is(err, ErrUnknownKind) || err.Error() != want {
 		t.Errorf("Build = %v\nwant %s", err, want)
 	}

@@ -12,7 +12,7 @@ import (
 
 // Describe prints what the pipeline would build: its settings, the model
 // options with their defaults spelled out, and each stage with its buffer,
-// workers and every params value (defaults included), its ports and its part
+// workers, fuse and every params value (defaults included), its ports and its part
 // in the decode loop, then what opens and closes the loop. `sluice validate`
 // prints this. Kinds come from the registry that parsed the pipeline.
 func (p *Pipeline) Describe(w io.Writer) {
@@ -53,7 +53,7 @@ func (p *Pipeline) Describe(w io.Writer) {
 	reg := p.Registry()
 	fmt.Fprintf(w, "stages (%v → %v):\n", RequestType, ResultType)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tid\tkind\tin → out\tloop\tbuffer\tworkers\tparams")
+	fmt.Fprintln(tw, "  #\tid\tkind\tin → out\tloop\tbuffer\tworkers\tfuse\tparams")
 	var opener, closer *StageSpec
 	var inside []string
 	for i := range p.Stages {
@@ -70,7 +70,7 @@ func (p *Pipeline) Describe(w io.Writer) {
 				inside, loop = append(inside, s.ID), "inside"
 			}
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i+1, s.ID, s.Kind, ports, loop, s.Buffer, s.Workers, formatParams(s.Params))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%s\n", i+1, s.ID, s.Kind, ports, loop, s.Buffer, s.Workers, s.Fuse, formatParams(s.Params))
 	}
 	tw.Flush()
 	for _, s := range p.Stages {

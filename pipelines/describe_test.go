@@ -25,14 +25,14 @@ model:
   context      the model's context length
   page_tokens  the KV cache's default
 stages (session.Request → stages.Result):
-  #  id          kind                in → out                            loop    buffer  workers  params
-  1  tokenize    tokenize            session.Request → *session.Session  -       1       1        add_bos=true
-  2  scheduler   scheduler           *session.Session → *sched.Step      opens   1       1        max_in_flight=4 prefill_chunk=64 max_batch_tokens=0 max_new_tokens=256 stop_at_eos=true
-  3  embed       embed               *sched.Step → *sched.Step           inside  1       1        -
-  4  layers      transformer_layers  *sched.Step → *sched.Step           inside  1       1        prefetch_ahead=1 blocks_per_stage=0
-  5  head        head                *sched.Step → *sched.Step           inside  1       1        -
-  6  sample      sample              *sched.Step → *session.Session      closes  1       1        temperature=0 top_k=40 top_p=0.95 min_p=0.05 repeat_penalty=1 repeat_last_n=64 seed=unset
-  7  detokenize  detokenize          *session.Session → stages.Result    -       1       1        -
+  #  id          kind                in → out                            loop    buffer  workers  fuse   params
+  1  tokenize    tokenize            session.Request → *session.Session  -       1       1        false  add_bos=true
+  2  scheduler   scheduler           *session.Session → *sched.Step      opens   1       1        true   max_in_flight=4 prefill_chunk=64 max_batch_tokens=0 max_new_tokens=256 stop_at_eos=true
+  3  embed       embed               *sched.Step → *sched.Step           inside  1       1        true   -
+  4  layers      transformer_layers  *sched.Step → *sched.Step           inside  1       1        true   prefetch_ahead=1 blocks_per_stage=0
+  5  head        head                *sched.Step → *sched.Step           inside  1       1        true   -
+  6  sample      sample              *sched.Step → *session.Session      closes  1       1        true   temperature=0 top_k=40 top_p=0.95 min_p=0.05 repeat_penalty=1 repeat_last_n=64 seed=unset
+  7  detokenize  detokenize          *session.Session → stages.Result    -       1       1        false  -
   tokenize: text to token ids
   scheduler: continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens
   embed: token ids to hidden states
@@ -106,7 +106,7 @@ func TestDescribeUsesTheParsingRegistry(t *testing.T) {
 	var b strings.Builder
 	p.Describe(&b)
 	for _, want := range []string{
-		"  6  samp    beam_close          *sched.Step → *session.Session      closes  1       1        beams=4 return=1\n",
+		"  6  samp    beam_close          *sched.Step → *session.Session      closes  1       1        false  beams=4 return=1\n",
 		"  samp: beam search\n",
 		"decode loop: sched opens it; samp closes it and feeds each step back to sched; embed, layers, head run inside it, once per step\n",
 	} {

@@ -46,27 +46,32 @@ func Builtin() *Registry {
 			NewParams: func() any { return DefaultTokenizeParams() },
 			In:        RequestType, Out: sessionType, Build: buildTokenize},
 		{Name: KindScheduler, Doc: "continuous batching: one pass per step carries a row of every generating sequence plus prompt chunks, up to max_batch_tokens",
+			Fusable:   true,
 			NewParams: func() any { return DefaultSchedulerParams() },
 			In:        sessionType, Out: stepType, Loop: LoopOpen, Build: buildScheduler},
-		{Name: KindEmbed, Doc: "token ids to hidden states",
+		{Name: KindEmbed, Doc: "token ids to hidden states", Fusable: true,
 			In: stepType, Out: stepType, Build: stepStage(func(e *stages.Env) graph.Stage[*sched.Step, *sched.Step] { return &stages.Embed{E: e} })},
 		{Name: KindTransformerLayers, Doc: "transformer blocks, blocks_per_stage to a stage (auto: all in one), with weight prefetch",
+			Fusable:   true,
 			NewParams: func() any { return DefaultTransformerLayersParams() },
 			In:        stepType, Out: stepType, Build: buildLayers},
-		{Name: KindHead, Doc: "final norm and output projection to logits",
+		{Name: KindHead, Doc: "final norm and output projection to logits", Fusable: true,
 			In: stepType, Out: stepType, Build: stepStage(func(e *stages.Env) graph.Stage[*sched.Step, *sched.Step] { return &stages.Head{E: e} })},
 		{Name: KindSample, Doc: "picks the next token; feeds it back to the scheduler",
+			Fusable:   true,
 			NewParams: func() any { return DefaultSampleParams() },
 			In:        stepType, Out: sessionType, Loop: LoopClose, Build: buildSample},
 		{Name: KindDetokenize, Doc: "token ids to text",
 			In: sessionType, Out: ResultType, Build: buildDetokenize},
 		{Name: KindDraftTree, Doc: "speculative decoding: grows each generating sequence's draft (SpecExec tree, chain or prompt lookup) into the batch; before embed",
+			Fusable:   true,
 			NewParams: func() any { return DefaultDraftTreeParams() },
 			In:        stepType, Out: stepType, Build: buildDraftTree},
-		{Name: KindVerify, Doc: "speculative decoding: verifies the drafts against the target's logits; after head",
+		{Name: KindVerify, Doc: "speculative decoding: verifies the drafts against the target's logits; after head", Fusable: true,
 			In: stepType, Out: stepType, Build: buildVerify},
 		{Name: KindBeam, Doc: "beam search for requests that ask for it (num_beams): a row per live beam, forked copy-on-write in the KV cache; before embed",
-			In: stepType, Out: stepType, Build: buildBeam},
+			Fusable: true,
+			In:      stepType, Out: stepType, Build: buildBeam},
 	} {
 		r.MustRegister(k)
 	}
@@ -93,17 +98,23 @@ func buildTokenize(b *BuildContext) (graph.AnyPort, error) {
 
 // buildScheduler opens the decode loop: admission, the loop's entry, the
 // step planner, and the loop's exit for the last (Done) step. The sessions
-// it retires leave the loop through its retired side.
+// it retires leave the loop through its retired side. With fuse = true the
+// planner runs on the loop entry's goroutine and the live/done split on the
+// planner's; admission keeps its own (it waits for room in the scheduler).
 func buildScheduler(b *BuildContext) (graph.AnyPort, error) {
 	seqs, err := graph.PortOf[*session.Session](b.In)
 	if err != nil {
 		return graph.AnyPort{}, err
 	}
 	e, id := b.Env, b.Stage.ID
+	var fuse []graph.NodeOption
+	if b.Stage.Fuse {
+		fuse = append(fuse, graph.Fused())
+	}
 	first := graph.Then(id+".admit", seqs, &stages.Admit{E: e})
 	loop := graph.NewLoop[*sched.Step](b.Graph, "decode", 1)
-	steps := graph.Then(id, loop.Enter(first), &stages.Schedule{E: e})
-	live, done := graph.Split("live", steps, func(s *sched.Step) bool { return !s.Done })
+	steps := graph.Then(id, loop.Enter(first), &stages.Schedule{E: e}, fuse...)
+	live, done := graph.Split("live", steps, func(s *sched.Step) bool { return !s.Done }, fuse...)
 	graph.Sink("end", loop.Exit(done), func(context.Context, *sched.Step) error { return nil })
 	err = b.OpenLoop(loop, func() graph.AnyPort {
 		return graph.Source(b.Graph, id+".retired", stages.Retired(e)).Any()
@@ -114,7 +125,7 @@ func buildScheduler(b *BuildContext) (graph.AnyPort, error) {
 // stepStage builds a one-node kind inside the loop.
 func stepStage(mk func(*stages.Env) graph.Stage[*sched.Step, *sched.Step]) func(*BuildContext) (graph.AnyPort, error) {
 	return func(b *BuildContext) (graph.AnyPort, error) {
-		return graph.ThenAny(b.Stage.ID, b.In, graph.Erase(mk(b.Env)), graph.Buffer(b.Stage.Buffer))
+		return graph.ThenAny(b.Stage.ID, b.In, graph.Erase(mk(b.Env)), b.Options()...)
 	}
 }
 
@@ -141,7 +152,7 @@ func buildLayers(b *BuildContext) (graph.AnyPort, error) {
 		if hi-lo > 1 {
 			name = fmt.Sprintf("%s.%02d-%02d", b.Stage.ID, lo, hi-1)
 		}
-		live = graph.Then(name, live, layer, graph.Buffer(b.Stage.Buffer))
+		live = graph.Then(name, live, layer, b.Options()...)
 	}
 	return live.Any(), nil
 }
@@ -153,7 +164,7 @@ func buildSample(b *BuildContext) (graph.AnyPort, error) {
 	if err != nil {
 		return graph.AnyPort{}, err
 	}
-	return b.CloseLoop(graph.Then(b.Stage.ID, in, &stages.Sample{E: b.Env}, graph.Buffer(b.Stage.Buffer)))
+	return b.CloseLoop(graph.Then(b.Stage.ID, in, &stages.Sample{E: b.Env}, b.Options()...))
 }
 
 func buildDetokenize(b *BuildContext) (graph.AnyPort, error) {
@@ -176,14 +187,14 @@ func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 		return graph.AnyPort{}, err
 	}
 	b.Env.Spec = r
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.DraftTree{R: r}), graph.Buffer(b.Stage.Buffer))
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.DraftTree{R: r}), b.Options()...)
 }
 
 func buildVerify(b *BuildContext) (graph.AnyPort, error) {
 	if b.Env.Spec == nil {
 		return graph.AnyPort{}, fmt.Errorf("verify needs a draft_tree stage before it")
 	}
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Verify{R: b.Env.Spec}), graph.Buffer(b.Stage.Buffer))
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Verify{R: b.Env.Spec}), b.Options()...)
 }
 
 func buildBeam(b *BuildContext) (graph.AnyPort, error) {
@@ -198,5 +209,5 @@ func buildBeam(b *BuildContext) (graph.AnyPort, error) {
 		return append(ids, q.Req.StopTokens...)
 	}
 	e.Beams = beams.New(e.Sched, e.Model.Arch().Vocab, eos)
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Beam{R: e.Beams}), graph.Buffer(b.Stage.Buffer))
+	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Beam{R: e.Beams}), b.Options()...)
 }

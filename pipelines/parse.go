@@ -114,6 +114,7 @@ type stageTOML struct {
 	Kind    toml.Primitive `toml:"kind"`
 	Buffer  toml.Primitive `toml:"buffer"`
 	Workers toml.Primitive `toml:"workers"`
+	Fuse    toml.Primitive `toml:"fuse"`
 	Params  toml.Primitive `toml:"params"`
 }
 
@@ -522,7 +523,7 @@ func (l *loader) stage(n, total int, raw map[string]any, prim toml.Primitive) St
 	}
 	for _, k := range sortedKeys(raw) {
 		switch k {
-		case "id", "kind", "buffer", "workers", "params":
+		case "id", "kind", "buffer", "workers", "fuse", "params":
 		default:
 			c.add(ErrUnknownKey, nil, []string{k}, "unknown key "+toml.Key{"stage", k}.String())
 		}
@@ -555,6 +556,17 @@ func (l *loader) stage(n, total int, raw map[string]any, prim toml.Primitive) St
 	if known && st.Workers > 1 && !kind.Stateless {
 		c.add(ErrInvalid, nil, []string{"workers"},
 			fmt.Sprintf("workers: %d, but kind %q keeps state between inputs; only stateless kinds may have workers > 1", st.Workers, st.Kind))
+	}
+	if _, ok := raw["fuse"]; ok && c.decode(f.Fuse, []string{"fuse"}, &st.Fuse) && st.Fuse {
+		switch {
+		case known && !kind.Fusable:
+			c.add(ErrInvalid, nil, []string{"fuse"},
+				fmt.Sprintf("fuse = true, but kind %q cannot run on the goroutine of the stage before it; kinds that can: %s",
+					st.Kind, l.reg.kindsWhere(func(k Kind) bool { return k.Fusable })))
+		case st.Workers > 1:
+			c.add(ErrInvalid, nil, []string{"fuse"},
+				fmt.Sprintf("fuse = true runs the stage on the goroutine of the stage before it, so it takes one worker, not workers = %d", st.Workers))
+		}
 	}
 
 	rawParams, hasParams := raw["params"]

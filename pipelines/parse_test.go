@@ -120,6 +120,7 @@ params = { max_in_flight = 8, prefill_chunk = 16, max_new_tokens = 0, stop_at_eo
 [[stage]]
 id   = "embed"
 kind = "embed"
+fuse = true
   [stage.params]
 
 [[stage]]
@@ -131,6 +132,7 @@ kind = "transformer_layers"
 [[stage]]
 id   = "head"
 kind = "head"
+fuse = false
 
 [[stage]]
 id   = "samp"
@@ -160,12 +162,12 @@ kind = "detokenize"
 			{ID: "tok", Kind: KindTokenize, Buffer: 3, Workers: 2, Params: &TokenizeParams{AddBOS: false}, Line: 14},
 			{ID: "sched", Kind: KindScheduler, Buffer: 1, Workers: 1, Line: 22,
 				Params: &SchedulerParams{MaxInFlight: 8, PrefillChunk: 16, MaxNewTokens: 0, StopAtEOS: false}},
-			{ID: "embed", Kind: KindEmbed, Buffer: 1, Workers: 1, Line: 27},
-			{ID: "layers", Kind: KindTransformerLayers, Buffer: 1, Workers: 1, Params: &TransformerLayersParams{}, Line: 32},
-			{ID: "head", Kind: KindHead, Buffer: 1, Workers: 1, Line: 38},
-			{ID: "samp", Kind: KindSample, Buffer: 2, Workers: 1, Line: 42, Params: &SampleParams{
+			{ID: "embed", Kind: KindEmbed, Buffer: 1, Workers: 1, Fuse: true, Line: 27},
+			{ID: "layers", Kind: KindTransformerLayers, Buffer: 1, Workers: 1, Params: &TransformerLayersParams{}, Line: 33},
+			{ID: "head", Kind: KindHead, Buffer: 1, Workers: 1, Line: 39},
+			{ID: "samp", Kind: KindSample, Buffer: 2, Workers: 1, Line: 44, Params: &SampleParams{
 				Temperature: 0.7, TopK: 0, TopP: 1, MinP: 0, RepeatPenalty: 1.1, RepeatLastN: 0, Seed: u64(42)}},
-			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 55},
+			{ID: "detok", Kind: KindDetokenize, Buffer: 1, Workers: 1, Line: 57},
 		},
 	}
 	if diff := cmp.Diff(want, p, cmpopts.IgnoreUnexported(Pipeline{})); diff != "" {
@@ -397,6 +399,18 @@ func TestParseErrors(t *testing.T) {
 			src:  edit(t, `kind = "sample"`, "kind = \"sample\"\nworkers = 2"),
 			kind: ErrInvalid,
 			want: `pipelines: t.toml:26: stage "samp": workers: 2, but kind "sample" keeps state between inputs; only stateless kinds may have workers > 1`,
+		},
+		{
+			name: "fuse of wrong type",
+			src:  edit(t, `kind = "head"`, "kind = \"head\"\nfuse = 1"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:22: stage "head": fuse: got an integer; want true or false`,
+		},
+		{
+			name: "fuse on a kind that cannot be fused",
+			src:  edit(t, `kind = "tokenize"`, "kind = \"tokenize\"\nfuse = true"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:6: stage "tok": fuse = true, but kind "tokenize" cannot run on the goroutine of the stage before it; kinds that can: "scheduler", "embed", "transformer_layers", "head", "sample", "draft_tree", "verify", "beam"`,
 		},
 		{
 			name: "zero workers",

@@ -187,6 +187,10 @@ type StageSpec struct {
 	Kind    string // a registered kind, e.g. "sample"
 	Buffer  int    // capacity of the stage's output channel, ≥ 1 (default 1)
 	Workers int    // parallel Process loops, ≥ 1 (default 1); > 1 only for stateless kinds
+	// Fuse runs the stage's nodes on the goroutine of the node before them
+	// (graph.Fused): no channel, no hand-off. Only for Fusable kinds and
+	// one worker. Default false.
+	Fuse bool
 	// Params is the kind's params struct, decoded over its defaults:
 	// *TokenizeParams, *SchedulerParams, *TransformerLayersParams,
 	// *SampleParams, or nil for kinds without params (embed, head,

@@ -26,6 +26,12 @@ type Kind struct {
 	Doc string
 	// Stateless kinds keep nothing between inputs, so Workers > 1 is allowed.
 	Stateless bool
+	// Fusable kinds accept fuse = true: their nodes then run on the
+	// goroutine of the node before them (graph.Fused), which pays where
+	// items pass one at a time, as the decode loop's steps do, and costs
+	// the overlap of a stage with its neighbours where they do not. Build
+	// must then honour it: BuildContext.Options carries graph.Fused.
+	Fusable bool
 	// NewParams returns a pointer to a fresh params struct holding the
 	// defaults; the loader decodes [stage.params] over it. The struct's
 	// toml tags are the only keys accepted. If the struct has a
@@ -104,9 +110,14 @@ type DecodeLoop struct {
 	closed bool
 }
 
-// Options returns graph.Buffer and graph.Workers for the stage's settings.
+// Options returns graph.Buffer and graph.Workers for the stage's settings,
+// and graph.Fused when it has fuse = true.
 func (b *BuildContext) Options() []graph.NodeOption {
-	return []graph.NodeOption{graph.Buffer(b.Stage.Buffer), graph.Workers(b.Stage.Workers)}
+	o := []graph.NodeOption{graph.Buffer(b.Stage.Buffer), graph.Workers(b.Stage.Workers)}
+	if b.Stage.Fuse {
+		o = append(o, graph.Fused())
+	}
+	return o
 }
 
 // Loop returns the decode loop while it is open, else nil.

@@ -172,6 +172,20 @@ func TestNewKindErrors(t *testing.T) {
 	})
 }
 
+// A kind that is both stateless and fusable may take workers or fuse, not both.
+func TestFuseWithWorkers(t *testing.T) {
+	r := Builtin()
+	if err := r.Register(Kind{Name: "relay", Stateless: true, Fusable: true, In: stepType, Out: stepType, Build: noBuild}); err != nil {
+		t.Fatal(err)
+	}
+	src := edit(t, "[[stage]]\nid   = \"head\"", "[[stage]]\nid = \"r\"\nkind = \"relay\"\nworkers = 2\nfuse = true\n\n[[stage]]\nid   = \"head\"")
+	_, err := r.Parse([]byte(src), "t.toml")
+	want := `pipelines: t.toml:23: stage "r": fuse = true runs the stage on the goroutine of the stage before it, so it takes one worker, not workers = 2`
+	if !errors.Is(err, ErrInvalid) || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}
+
 func TestErrorFormat(t *testing.T) {
 	tests := []struct {
 		name string
