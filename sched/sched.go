@@ -129,6 +129,7 @@ type Stats struct {
 	Queued, Active int
 	Steps          int64
 	Rows           int64 // rows of every step so far
+	MaxSeqs        int   // the most sessions one step has carried
 	KV             kvcache.Stats
 }
 
@@ -153,6 +154,7 @@ type Scheduler struct {
 	shutdown bool // Shutdown: cancel everything at the next Plan
 	steps    int64
 	rows     int64
+	maxSeqs  int
 }
 
 // New sizes the KV cache for MaxSeqs sessions of Context slots each.
@@ -281,7 +283,7 @@ func (s *Scheduler) Retired() <-chan *session.Session { return s.retired }
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, KV: s.KV.Stats()}
+	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, MaxSeqs: s.maxSeqs, KV: s.KV.Stats()}
 }
 
 // Plan builds the next step's batch into st (Reserve then takes its KV
@@ -481,6 +483,7 @@ func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
 	s.mu.Lock()
 	s.steps++
 	s.rows += int64(b.Len())
+	s.maxSeqs = max(s.maxSeqs, len(st.Spans))
 	s.mu.Unlock()
 	return nil
 }
