@@ -32,7 +32,8 @@ func TestNewOptions(t *testing.T) {
 		{"max tokens", func(o *Options) { o.MaxTokens = 0 }, "MaxTokens"},
 		{"max seq len", func(o *Options) { o.MaxSeqLen = -1 }, "MaxSeqLen"},
 		{"window", func(o *Options) { o.Window = -2 }, "Window"},
-		{"f16 not yet", func(o *Options) { o.DType = tensor.F16 }, "DType"},
+		{"f16", func(o *Options) { o.DType = tensor.F16 }, ""},
+		{"q8_0 pages", func(o *Options) { o.DType = tensor.Q8_0 }, "DType"},
 		{"huge", func(o *Options) { o.MaxTokens = math.MaxInt32 }, "MaxTokens"},
 	}
 	for _, tc := range tests {
@@ -1035,6 +1036,19 @@ func TestConcurrentPasses(t *testing.T) {
 	// ristretto's, the rest goes through the spill file.
 	o.Budget, o.PassFrames, o.SpillDir = 100*4*2*8*4, 64, t.TempDir()
 	t.Run("budget", func(t *testing.T) { concurrentPasses(t, o) })
+	// F16 pages: frames of half the bytes, so the same budget in frames is
+	// half the bytes.
+	o.Budget, o.DType = 0, tensor.F16
+	t.Run("f16", func(t *testing.T) { withF16(func() { concurrentPasses(t, o) }) })
+	o.Budget = 100 * 4 * 2 * 8 * 2
+	t.Run("f16 budget", func(t *testing.T) {
+		withF16(func() { concurrentPasses(t, o) })
+		c := mustNew(t, o)
+		defer c.Close()
+		if fb, sp := c.FrameBytes(), c.Stats().Spill; fb != 4*2*8*2 || sp.Frames != 100 {
+			t.Errorf("f16 frames: %d bytes, %d frames; want %d bytes, 100 frames", fb, sp.Frames, 4*2*8*2)
+		}
+	})
 }
 
 func concurrentPasses(t *testing.T, o Options) {
@@ -1072,10 +1086,12 @@ func concurrentPasses(t *testing.T, o Options) {
 						errs <- fmt.Errorf("seq %d step %d: Len %d", seq, step, kv.Len)
 						return
 					}
+					keys, _ := readKV(kv, rowF)
+					want := make([]float32, rowF)
 					for j := range kv.Len {
-						row := kv.K[j/4][(j%4)*rowF]
-						if want := float32((w*1000+j)*256 + l*16); row != want {
-							errs <- fmt.Errorf("seq %d layer %d slot %d: %v, want %v", seq, l, j, row, want)
+						tagRow(want, w*1000+j, l)
+						if row := keys[j][0]; row != want[0] {
+							errs <- fmt.Errorf("seq %d layer %d slot %d: %v, want %v", seq, l, j, row, want[0])
 							return
 						}
 					}
