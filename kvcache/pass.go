@@ -51,13 +51,13 @@ type Pass struct {
 	// Under a budget: the frames reserved at Begin, the layer whose frames
 	// are pinned (-1: none), per entry that layer's page buffers, the pages
 	// pinned, and the first error pinning one (End then aborts).
-	need   int
-	cur    int
-	bk, bv [][][]float32
+	need     int
+	cur      int
+	bk, bv   [][][]float32
 	bkh, bvh [][][]uint16 // bk, bv as halves, for F16 pages
-	pinned []int32
-	err    error
-	poison []float32 // stands in for a frame that could not be read back
+	pinned   []int32
+	err      error
+	poison   []float32 // stands in for a frame that could not be read back
 }
 
 // Run is a maximal block of consecutive batch rows of one sequence: the unit of
