@@ -1175,3 +1175,25 @@ func TestViewLenAndPages(t *testing.T) {
 	}
 	must(t, p.End())
 }
+
+// TestF16Bytes: F16 pages take half the bytes per token and per frame.
+func TestF16Bytes(t *testing.T) {
+	o := Options{Layers: 12, KVHeads: 12, HeadDim: 64, MaxTokens: 64}
+	c32 := mustNew(t, o)
+	o.DType = tensor.F16
+	c16 := mustNew(t, o)
+	if got, want := c32.BytesPerToken(), int64(2*12*768*4); got != want {
+		t.Errorf("f32 BytesPerToken = %d, want %d", got, want)
+	}
+	if got, want := c16.BytesPerToken(), int64(2*12*768*2); got != want {
+		t.Errorf("f16 BytesPerToken = %d, want %d", got, want)
+	}
+	if got, want := c16.FrameBytes(), c32.FrameBytes()/2; got != want {
+		t.Errorf("f16 FrameBytes = %d, want %d", got, want)
+	}
+	// An odd number of values per page rounds the buffer up to whole words.
+	c := mustNew(t, Options{Layers: 1, KVHeads: 1, HeadDim: 3, PageTokens: 3, MaxTokens: 9, DType: tensor.F16})
+	if got := c.FrameBytes(); got != 2*4*5 {
+		t.Errorf("f16 FrameBytes of 9-value pages = %d, want %d", got, 2*4*5)
+	}
+}
