@@ -175,11 +175,17 @@ func TestBatchInvariance(t *testing.T) {
 // and model/ref (run.c in Go, one token at a time) give bit-identical logits at
 // every position with the generic kernels; with fast kernels the promise is a
 // tolerance.
+//
+// With an F16 KV cache (kv_type f16) ref rounds its cache the same way, so
+// the promise is the same; the greedy text is then checked against llama2.c's
+// too (which runs an F32 cache): see the kvcache section of ARCHITECTURE.md.
 func TestEngineMatchesRef(t *testing.T) {
 	dir := testutil.Models(t)
-	for _, tc := range []struct{ name, model, tok string }{
-		{"bin", "stories260K/stories260K.bin", "stories260K/tok512.bin"},
-		{"gguf", "stories260K-gguf/stories260K.gguf", ""},
+	for _, tc := range []struct{ name, model, tok, kvType string }{
+		{"bin", "stories260K/stories260K.bin", "stories260K/tok512.bin", "f32"},
+		{"gguf", "stories260K-gguf/stories260K.gguf", "", "f32"},
+		{"bin_f16kv", "stories260K/stories260K.bin", "stories260K/tok512.bin", "f16"},
+		{"gguf_f16kv", "stories260K-gguf/stories260K.gguf", "", "f16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := model.LoadOptions{Path: filepath.Join(dir, tc.model), Threads: 2}
@@ -191,7 +197,9 @@ func TestEngineMatchesRef(t *testing.T) {
 			if testing.Short() {
 				n = 40
 			}
-			e := engine(t, l, pipeline(t, 0, 3, 3, n))
+			p := pipeline(t, 0, 3, 3, n)
+			p.Cache.KVType = tc.kvType
+			e := engine(t, l, p)
 			prompts := []string{"", "Lily and Tom", "The cat sat on the mat."}
 			var mu sync.Mutex
 			logits := map[string]map[int32][]float32{}
@@ -209,7 +217,7 @@ func TestEngineMatchesRef(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			if tc.name == "bin" && !testing.Short() {
+			if tc.model == "stories260K/stories260K.bin" && !testing.Short() {
 				want, err := os.ReadFile(filepath.Join(dir, "stories260K", "expected-greedy-256.txt"))
 				if err != nil {
 					t.Fatal(err)
@@ -219,6 +227,14 @@ func TestEngineMatchesRef(t *testing.T) {
 				}
 			}
 			exact := kernels.Impl() == "generic"
+			// With fast kernels K and V differ from ref's in the last bits;
+			// rounding to binary16 can turn that into one half-ulp (2^-11
+			// relative) of a cached value, and so the logits drift further
+			// than with an F32 cache. Generic kernels stay bit-identical.
+			tol := 1e-3
+			if tc.kvType == "f16" {
+				tol = 1e-2
+			}
 			for _, pr := range prompts {
 				r := res[pr]
 				if r.Err != nil {
@@ -228,6 +244,7 @@ func TestEngineMatchesRef(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				tr.KVType = p.Cache.KVDType()
 				for pos := range len(r.Tokens) - 1 {
 					want, err := tr.Forward(r.Tokens[pos], pos)
 					if err != nil {
@@ -237,7 +254,7 @@ func TestEngineMatchesRef(t *testing.T) {
 					if !ok {
 						t.Fatalf("prompt %q: no logits at position %d", pr, pos)
 					}
-					compare(t, pr, pos, want, got, exact)
+					compareTol(t, pr, pos, want, got, exact, tol)
 				}
 			}
 		})
@@ -246,11 +263,17 @@ func TestEngineMatchesRef(t *testing.T) {
 
 func compare(t *testing.T, prompt string, pos int, want, got []float32, exact bool) {
 	t.Helper()
+	compareTol(t, prompt, pos, want, got, exact, 1e-3)
+}
+
+// compareTol is compare with a relative tolerance tol for fast kernels.
+func compareTol(t *testing.T, prompt string, pos int, want, got []float32, exact bool, tol float64) {
+	t.Helper()
 	for i := range want {
 		if exact && math.Float32bits(want[i]) != math.Float32bits(got[i]) {
 			t.Fatalf("prompt %q position %d logit %d: ref %v, engine %v (must be bit-identical with %s kernels)", prompt, pos, i, want[i], got[i], kernels.Impl())
 		}
-		if !exact && math.Abs(float64(want[i]-got[i])) > 1e-3*(1+math.Abs(float64(want[i]))) {
+		if !exact && math.Abs(float64(want[i]-got[i])) > tol*(1+math.Abs(float64(want[i]))) {
 			t.Fatalf("prompt %q position %d logit %d: ref %v, engine %v", prompt, pos, i, want[i], got[i])
 		}
 	}

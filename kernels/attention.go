@@ -20,6 +20,11 @@ import (
 // the result.
 var attentionImpl = attentionGeneric
 
+// attentionF16Impl is attentionImpl for a KV of binary16 pages (KV.K16):
+// the same operations in the same order as the F32 kernel of its set, each
+// K and V element widened exactly as it is loaded.
+var attentionF16Impl = attentionGeneric
+
 // Attention is scaled dot-product attention of rows query rows over one
 // sequence's paged KV for one layer:
 //
@@ -54,10 +59,10 @@ func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s Att
 		panic(fmt.Sprintf("kernels: Attention: rows=%d × %d heads × %d: len(q)=%d len(dst)=%d, want ≥%d",
 			rows, s.Heads, s.HeadDim, len(q), len(dst), w))
 	}
-	if kv.Len < 0 || (kv.Len > 0 && (kv.PageTokens <= 0 ||
-		len(kv.K) < (kv.Len+kv.PageTokens-1)/kv.PageTokens || len(kv.V) < (kv.Len+kv.PageTokens-1)/kv.PageTokens)) {
-		panic(fmt.Sprintf("kernels: Attention: kv.Len=%d PageTokens=%d with %d K and %d V pages",
-			kv.Len, kv.PageTokens, len(kv.K), len(kv.V)))
+	if nk, nv := kv.pageCount(); kv.Len < 0 || (kv.Len > 0 && (kv.PageTokens <= 0 ||
+		nk < (kv.Len+kv.PageTokens-1)/kv.PageTokens || nv < (kv.Len+kv.PageTokens-1)/kv.PageTokens)) {
+		panic(fmt.Sprintf("kernels: Attention: kv.Len=%d PageTokens=%d with %d K and %d V pages (f16 %v)",
+			kv.Len, kv.PageTokens, nk, nv, kv.F16()))
 	}
 	if mask != nil && (len(mask.Lo) < rows || len(mask.Hi) < rows ||
 		(mask.Tree != nil && (len(mask.Tree) < rows || len(mask.TreeBase) < rows))) {
@@ -73,6 +78,9 @@ func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s Att
 	// 2·HeadDim flops per visible slot each for the scores and the values.
 	parts := min(p.Threads(), items, 1+items*max(kv.Len, 0)*max(s.HeadDim, 1)/attnMinWork)
 	impl := attentionImpl
+	if kv.F16() {
+		impl = attentionF16Impl
+	}
 	if s.Softcap > 0 { // the vector kernels do not cap scores
 		impl = attentionGeneric
 	}

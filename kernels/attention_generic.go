@@ -2,8 +2,16 @@ package kernels
 
 import "math"
 
+// attentionGeneric is attentionImpl's contract in plain Go, for F32 and
+// F16 pages alike (an F16 element is widened by the exact table lookup as
+// it is read, so the two give the same bits for the same widened values).
 func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
 	d := s.HeadDim
+	f16 := kv.F16()
+	var tab *[1 << 16]float32
+	if f16 {
+		tab = f16Table()
+	}
 	group := s.Heads / s.KVHeads
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
@@ -22,8 +30,12 @@ func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch 
 		pg, slot := jlo/pt, jlo%pt
 		for j := jlo; j < jhi; j++ {
 			if !tree || mask.Visible(i, int32(j)) {
-				k := kv.K[pg][slot*kvDim+off : slot*kvDim+off+d]
-				sc := dotGeneric(qh, k) * s.Scale
+				var sc float32
+				if f16 {
+					sc = dotF16Generic(tab, qh, kv.K16[pg][slot*kvDim+off:slot*kvDim+off+d]) * s.Scale
+				} else {
+					sc = dotGeneric(qh, kv.K[pg][slot*kvDim+off:slot*kvDim+off+d]) * s.Scale
+				}
 				if s.Softcap > 0 {
 					sc = float32(math.Tanh(float64(sc*inv))) * s.Softcap
 				}
@@ -46,9 +58,16 @@ func attentionGeneric(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch 
 			if !tree || mask.Visible(i, int32(j)) {
 				a := att[n]
 				n++
-				v := kv.V[pg][slot*kvDim+off : slot*kvDim+off+d]
-				for t, vv := range v {
-					out[t] += float32(a * vv)
+				if f16 {
+					v := kv.V16[pg][slot*kvDim+off : slot*kvDim+off+d]
+					for t, vv := range v {
+						out[t] += float32(a * tab[vv])
+					}
+				} else {
+					v := kv.V[pg][slot*kvDim+off : slot*kvDim+off+d]
+					for t, vv := range v {
+						out[t] += float32(a * vv)
+					}
 				}
 			}
 			if slot++; slot == pt {
@@ -68,4 +87,14 @@ func visibleRange(kv KV, mask *Mask, i int) (lo, hi int, tree bool) {
 		tree = mask.Tree != nil
 	}
 	return lo, hi, tree
+}
+
+// dotF16Generic is dotGeneric of a and the widened halves b.
+func dotF16Generic(tab *[1 << 16]float32, a []float32, b []uint16) float32 {
+	b = b[:len(a)]
+	var s float32
+	for i, v := range a {
+		s += float32(v * tab[b[i]])
+	}
+	return s
 }

@@ -60,3 +60,9 @@ func AttentionExact() bool {
 
 // SwiGLUExact reports whether SwiGLU runs the generic kernel.
 func SwiGLUExact() bool { return fmt.Sprintf("%p", swiGLUImpl) == fmt.Sprintf("%p", swiGLUGeneric) }
+
+// AttentionF16Exact reports whether Attention over binary16 pages runs the
+// generic kernel (== ref bit for bit).
+func AttentionF16Exact() bool {
+	return fmt.Sprintf("%p", attentionF16Impl) == fmt.Sprintf("%p", attentionGeneric)
+}

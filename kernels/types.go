@@ -22,12 +22,29 @@ const (
 )
 
 // KV is one sequence's keys and values for one layer, in pages. Token slot t lives
-// in page t/PageTokens at row t%PageTokens; each row is KVHeads*HeadDim floats.
+// in page t/PageTokens at row t%PageTokens; each row is KVHeads*HeadDim values.
 // K[p] and V[p] have PageTokens rows (the last page may be partly filled).
+//
+// The pages hold float32 values (K, V) or IEEE binary16 halves (K16, V16: an
+// F16 KV cache); when K16 is non-nil the halves are the pages and K, V are
+// ignored. Attention widens each half exactly (tensor.F16ToF32), so an F16
+// KV gives the bits of the F32 KV holding the widened values.
 type KV struct {
 	K, V       [][]float32
+	K16, V16   [][]uint16
 	PageTokens int
 	Len        int // slots in use
+}
+
+// F16 reports whether the pages are binary16 (K16, V16).
+func (kv *KV) F16() bool { return kv.K16 != nil }
+
+// pageCount is the number of K and V pages present in the KV's element type.
+func (kv *KV) pageCount() (k, v int) {
+	if kv.F16() {
+		return len(kv.K16), len(kv.V16)
+	}
+	return len(kv.K), len(kv.V)
 }
 
 // Mask says which KV slots each query row may attend to: row i sees slot j iff

@@ -103,12 +103,12 @@ type resident struct {
 // newResident sets up the budget for c. c.o is validated.
 func newResident(c *Cache, pages int) (*resident, error) {
 	o := c.o
-	frameF := 2 * c.pageF
+	frameF := 2 * c.pageW
 	fb := 4 * int64(frameF)
 	frames64 := o.Budget / fb
 	if frames64 < copyFrames+1 {
-		return nil, fmt.Errorf("%w: Budget = %d bytes holds %d frames of %d bytes (one layer of one page: %d tokens × %d floats × K and V); want at least %d (%d bytes)",
-			ErrOptions, o.Budget, frames64, fb, o.PageTokens, c.rowF, copyFrames+1, (copyFrames+1)*fb)
+		return nil, fmt.Errorf("%w: Budget = %d bytes holds %d frames of %d bytes (one layer of one page: %d tokens × %d values of %d bytes × K and V); want at least %d (%d bytes)",
+			ErrOptions, o.Budget, frames64, fb, o.PageTokens, c.rowF, c.elemBytes(), copyFrames+1, (copyFrames+1)*fb)
 	}
 	total := int64(pages) * int64(o.Layers)
 	frames := int(min(frames64, total, 1<<31-1))
@@ -204,8 +204,8 @@ func (c *Cache) pin(l int, p int32, write bool) error {
 		}
 		r.inMem++
 		r.buf[id] = buf
-		c.k[l][p] = buf[:c.pageF:c.pageF]
-		c.v[l][p] = buf[c.pageF:]
+		c.k[l][p] = buf[:c.pageW:c.pageW]
+		c.v[l][p] = buf[c.pageW:]
 	}
 	r.state[id] = framePinned
 	r.pins[id]++

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // model is the obvious reference for the cache: each sequence is a flat list
@@ -107,15 +108,25 @@ func TestCacheOpsRandom(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("input %q", data)
 		}
+		// Every fourth input again over F16 pages: the same history, the
+		// rows rounded to binary16 (tagRow writes binary16 values).
+		if i%4 == 0 {
+			t.Run(fmt.Sprint(i, "/f16"), func(t *testing.T) { withF16(func() { runCacheOpsType(t, data, tensor.F16) }) })
+			if t.Failed() {
+				t.Fatalf("f16 input %q", data)
+			}
+		}
 	}
 }
 
-func runCacheOps(t *testing.T, data []byte) {
+func runCacheOps(t *testing.T, data []byte) { runCacheOpsType(t, data, tensor.F32) }
+
+func runCacheOpsType(t *testing.T, data []byte, dt tensor.DType) {
 	{
 		r := &byteReader{data}
 		window := []int32{0, 2, 3, 5}[r.next()%4]
 		pt := 1 + r.next()%4
-		c := mustNew(t, Options{Layers: 2, KVHeads: 1, HeadDim: 2, PageTokens: pt, MaxTokens: 24, MaxSeqLen: 14, Window: int(window)})
+		c := mustNew(t, Options{Layers: 2, KVHeads: 1, HeadDim: 2, PageTokens: pt, MaxTokens: 24, MaxSeqLen: 14, Window: int(window), DType: dt})
 		m := &model{seqs: map[int32][]int{}, last: map[int32]lastPass{}, busy: map[int32]bool{}, trees: map[int32]*refTree{}, window: window}
 		var inflight []*flight
 		tag := 0

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 func mustNew(t testing.TB, o Options) *Cache {
@@ -19,11 +20,54 @@ func mustNew(t testing.TB, o Options) *Cache {
 }
 
 // tagRow is the deterministic K (and, negated, V) row written for token tag at
-// layer l: every element distinct and exact in float32 for tag < 2^16.
+// layer l: every element distinct and exact in float32 for tag < 2^16. Under
+// tagF16 (the tests of F16 pages) the elements are binary16 values instead,
+// distinct for tag < 3968, layers < 2 and rows of ≤ 8 values (the random op
+// tests' shape), so the cache's rounding keeps them exactly.
 func tagRow(dst []float32, tag, l int) {
+	if tagF16 && tag >= 3968 {
+		panic(fmt.Sprintf("tagRow: tag %d has no binary16 code (want < 3968)", tag))
+	}
 	for j := range dst {
+		if tagF16 {
+			dst[j] = tensor.F16ToF32(f16Code((tag*2+l%2)*8 + j%8))
+			continue
+		}
 		dst[j] = float32(tag*256 + l*16 + j)
 	}
+}
+
+// tagF16 makes tagRow write binary16 values (set by the F16 variants of the
+// tests, which do not run in parallel).
+var tagF16 bool
+
+// f16Code is the n-th finite binary16 value: the positive ones, then the
+// negative ones (n < 2·0x7c00).
+func f16Code(n int) uint16 {
+	if n < 0x7c00 {
+		return uint16(n)
+	}
+	return 0x8000 | uint16(n-0x7c00)
+}
+
+// tagOf is the tag of a row written by tagRow.
+func tagOf(k0 float32) int {
+	if tagF16 {
+		h := tensor.F32ToF16(k0)
+		n := int(h)
+		if h&0x8000 != 0 {
+			n = 0x7c00 + int(h&0x7fff)
+		}
+		return n / 16
+	}
+	return int(k0) / 256
+}
+
+// withF16 runs f with tagRow writing binary16 values.
+func withF16(f func()) {
+	tagF16 = true
+	defer func() { tagF16 = false }()
+	f()
 }
 
 // putTags writes, for every layer, the rows of tags (one tag per batch row).
@@ -45,8 +89,20 @@ func putTags(t testing.TB, c *Cache, p *Pass, tags []int) {
 
 // readKV flattens the first kv.Len rows of a paged KV.
 func readKV(kv kernels.KV, rowF int) (k, v [][]float32) {
+	widen := func(h []uint16) []float32 {
+		r := make([]float32, len(h))
+		for i, x := range h {
+			r[i] = tensor.F16ToF32(x)
+		}
+		return r
+	}
 	for j := range kv.Len {
 		pg, off := j/kv.PageTokens, (j%kv.PageTokens)*rowF
+		if kv.F16() {
+			k = append(k, widen(kv.K16[pg][off:off+rowF]))
+			v = append(v, widen(kv.V16[pg][off:off+rowF]))
+			continue
+		}
 		k = append(k, slices.Clone(kv.K[pg][off:off+rowF]))
 		v = append(v, slices.Clone(kv.V[pg][off:off+rowF]))
 	}
@@ -59,7 +115,7 @@ func decodeTags(t testing.TB, k, v [][]float32, l int) []int {
 	t.Helper()
 	tags := make([]int, len(k))
 	for i := range k {
-		tag := int(k[i][0]) / 256
+		tag := tagOf(k[i][0])
 		want := make([]float32, len(k[i]))
 		tagRow(want, tag, l)
 		if !slices.Equal(want, k[i]) {
@@ -88,8 +144,17 @@ func seqTags(t testing.TB, c *Cache, seq int32) []int {
 	var first []int
 	for l := range c.o.Layers {
 		kv := kernels.KV{K: s.kp[l], V: s.vp[l], PageTokens: int(c.pt), Len: int(s.len)}
+		if c.f16 {
+			kv.K16, kv.V16 = s.kh[l], s.vh[l]
+		}
 		if c.res != nil {
 			kv.K, kv.V = budgetPages(t, c, s, l)
+			if c.f16 {
+				kv.K16, kv.V16 = nil, nil
+				for i := range kv.K {
+					kv.K16, kv.V16 = append(kv.K16, c.halves(kv.K[i])), append(kv.V16, c.halves(kv.V[i]))
+				}
+			}
 		}
 		k, v := readKV(kv, c.rowF)
 		tags := decodeTags(t, k, v, l)

@@ -43,7 +43,11 @@
 // in a ristretto cache, and those it rejects or evicts live in a spill file
 // until a pass or a copy pins them again. See budget.go.
 //
-// Storage is float32. Options.DType is the seam for F16 pages later.
+// Storage. Pages hold float32 values (Options.DType tensor.F32) or IEEE
+// binary16 halves (tensor.F16: half the bytes per page, per frame and in the
+// spill file). Put rounds F16 rows to nearest even (tensor.F32ToF16), and
+// View hands the kernels the halves as they are (kernels.KV.K16/V16); the
+// attention kernels widen each one exactly.
 package kvcache
 
 import (
@@ -80,8 +84,8 @@ type Options struct {
 	// Window is the sliding-window size in tokens (Mistral); 0 = none. A row at
 	// slot s sees slots from max(0, s-Window+1).
 	Window int
-	// DType is the page element type. Only tensor.F32 (the zero value) is
-	// implemented; the field exists so F16 pages can come without an API change.
+	// DType is the page element type: tensor.F32 (the zero value) or
+	// tensor.F16 (binary16 pages, rounded to nearest even by Put).
 	DType tensor.DType
 	// Budget bounds the bytes of KV pages resident in memory; 0 = none (every
 	// page stays in memory). Under a budget the unit is a frame, one layer of
@@ -121,7 +125,11 @@ type Stats struct {
 type Cache struct {
 	o     Options
 	rowF  int // floats per token row: KVHeads*HeadDim
-	pageF int // floats per page: PageTokens*rowF
+	pageF int // values per page: PageTokens*rowF
+	// pageW is the float32 words of one page buffer: pageF for F32 pages,
+	// ceil(pageF/2) for F16 ones (two halves a word, read through halves).
+	pageW int
+	f16   bool
 	pt    int32
 
 	mu      sync.Mutex
@@ -145,6 +153,7 @@ type seqState struct {
 	len    int32         // tokens of cached history
 	pages  []int32       // page ids in order
 	kp, vp [][][]float32 // [layer] → page buffers of pages, for kernels.KV; unused under a budget
+	kh, vh [][][]uint16  // the same buffers as halves, for F16 pages (nil for F32)
 
 	busy    *Pass // the pass in flight over this sequence, if any
 	freeing bool  // Free was called while busy: drop when the pass ends
@@ -247,8 +256,8 @@ func New(o Options) (*Cache, error) {
 		return nil, bad("MaxSeqLen", o.MaxSeqLen, ">= 0")
 	case o.Window < 0:
 		return nil, bad("Window", o.Window, ">= 0")
-	case o.DType != tensor.F32:
-		return nil, fmt.Errorf("%w: DType = %v, only f32 pages are implemented", ErrOptions, o.DType)
+	case o.DType != tensor.F32 && o.DType != tensor.F16:
+		return nil, fmt.Errorf("%w: DType = %v, want f32 or f16 pages", ErrOptions, o.DType)
 	case o.Budget < 0:
 		return nil, fmt.Errorf("%w: Budget = %d, want >= 0 (0 = none)", ErrOptions, o.Budget)
 	case o.PassFrames < 0:
@@ -273,12 +282,17 @@ func New(o Options) (*Cache, error) {
 		o:     o,
 		rowF:  rowF,
 		pageF: o.PageTokens * rowF,
+		pageW: o.PageTokens * rowF,
+		f16:   o.DType == tensor.F16,
 		pt:    int32(o.PageTokens),
 		k:     make([][][]float32, o.Layers),
 		v:     make([][][]float32, o.Layers),
 		ref:   make([]int32, pages),
 		free:  make([]int32, pages),
 		seqs:  make(map[int32]*seqState),
+	}
+	if c.f16 {
+		c.pageW = (c.pageF + 1) / 2
 	}
 	for l := range c.k {
 		c.k[l] = make([][]float32, pages)
@@ -316,7 +330,7 @@ func (c *Cache) Close() error {
 
 // FrameBytes is the size of one frame, the budget's unit: keys and values
 // of one page of one layer.
-func (c *Cache) FrameBytes() int64 { return 8 * int64(c.pageF) }
+func (c *Cache) FrameBytes() int64 { return 8 * int64(c.pageW) }
 
 // PassNeed is how many frames per layer a pass needs for sequences that
 // will hold the given numbers of tokens after it: under a budget, a pass
@@ -352,9 +366,18 @@ func (c *Cache) MaxPassFrames() int {
 // Options returns the options with defaults filled in.
 func (c *Cache) Options() Options { return c.o }
 
-// BytesPerToken is the float32 storage of one token across all layers.
+// BytesPerToken is the storage of one token's keys and values across all
+// layers: 4 bytes a value for F32 pages, 2 for F16 ones.
 func (c *Cache) BytesPerToken() int64 {
-	return Bytes(c.o.Layers, c.o.KVHeads, c.o.HeadDim, 1, 4)
+	return Bytes(c.o.Layers, c.o.KVHeads, c.o.HeadDim, 1, c.elemBytes())
+}
+
+// elemBytes is the bytes of one stored value.
+func (c *Cache) elemBytes() int {
+	if c.f16 {
+		return 2
+	}
+	return 4
 }
 
 // Len is the number of cached tokens of seq (0 for an unknown sequence). Rows of
@@ -395,11 +418,12 @@ func (c *Cache) takePage() int32 {
 	c.free = c.free[:len(c.free)-1]
 	c.ref[p] = 1
 	if c.k[0][p] == nil && c.res == nil {
-		buf := make([]float32, 2*c.o.Layers*c.pageF)
+		w := c.pageW
+		buf := make([]float32, 2*c.o.Layers*w)
 		for l := range c.k {
-			c.k[l][p] = buf[:c.pageF:c.pageF]
-			c.v[l][p] = buf[c.pageF : 2*c.pageF : 2*c.pageF]
-			buf = buf[2*c.pageF:]
+			c.k[l][p] = buf[:w:w]
+			c.v[l][p] = buf[w : 2*w : 2*w]
+			buf = buf[2*w:]
 		}
 	}
 	return p
@@ -425,6 +449,10 @@ func (c *Cache) appendPage(s *seqState, p int32) {
 	for l := range s.kp {
 		s.kp[l] = append(s.kp[l], c.k[l][p])
 		s.vp[l] = append(s.vp[l], c.v[l][p])
+		if c.f16 {
+			s.kh[l] = append(s.kh[l], c.halves(c.k[l][p]))
+			s.vh[l] = append(s.vh[l], c.halves(c.v[l][p]))
+		}
 	}
 }
 
@@ -437,6 +465,10 @@ func (c *Cache) setPage(s *seqState, i int, p int32) {
 	for l := range s.kp {
 		s.kp[l][i] = c.k[l][p]
 		s.vp[l][i] = c.v[l][p]
+		if c.f16 {
+			s.kh[l][i] = c.halves(c.k[l][p])
+			s.vh[l][i] = c.halves(c.v[l][p])
+		}
 	}
 }
 
@@ -454,6 +486,12 @@ func (c *Cache) shrink(s *seqState, n int) {
 		clear(s.vp[l][n:])
 		s.kp[l] = s.kp[l][:n]
 		s.vp[l] = s.vp[l][:n]
+		if c.f16 {
+			clear(s.kh[l][n:])
+			clear(s.vh[l][n:])
+			s.kh[l] = s.kh[l][:n]
+			s.vh[l] = s.vh[l][:n]
+		}
 	}
 }
 
@@ -493,9 +531,12 @@ func (c *Cache) newSeq(seq int32) *seqState {
 		s, c.spare = c.spare[k], c.spare[:k]
 		t := s.tree
 		t.close()
-		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, lastRows: s.lastRows[:0], tree: t, entry: -1}
+		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, kh: s.kh, vh: s.vh, lastRows: s.lastRows[:0], tree: t, entry: -1}
 	} else {
 		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), tree: treeState{start: -1}, entry: -1}
+		if c.f16 {
+			s.kh, s.vh = make([][][]uint16, c.o.Layers), make([][][]uint16, c.o.Layers)
+		}
 	}
 	c.seqs[seq] = s
 	return s
@@ -727,8 +768,8 @@ func (c *Cache) compact(s *seqState, base int32, src []int32) error {
 				sp, so := from/c.pt, int(from%c.pt)*rowF
 				dp, do := dst/c.pt, int(dst%c.pt)*rowF
 				for l := range s.kp {
-					copy(s.kp[l][dp][do:do+rowF], s.kp[l][sp][so:so+rowF])
-					copy(s.vp[l][dp][do:do+rowF], s.vp[l][sp][so:so+rowF])
+					c.copyRow(s.kp[l][dp], do, s.kp[l][sp], so)
+					c.copyRow(s.vp[l][dp], do, s.vp[l][sp], so)
 				}
 			}
 		}
@@ -777,8 +818,8 @@ func (c *Cache) moveRows(s *seqState, base int32, src []int32, first int) error 
 			}
 			so, do := int(from%c.pt)*rowF, int(to%c.pt)*rowF
 			kd, vd, ks, vs := c.k[l][s.pages[tp]], c.v[l][s.pages[tp]], c.k[l][s.pages[fp]], c.v[l][s.pages[fp]]
-			copy(kd[do:do+rowF], ks[so:so+rowF])
-			copy(vd[do:do+rowF], vs[so:so+rowF])
+			c.copyRow(kd, do, ks, so)
+			c.copyRow(vd, do, vs, so)
 		}
 		unpin()
 	}

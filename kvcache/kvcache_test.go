@@ -32,7 +32,8 @@ func TestNewOptions(t *testing.T) {
 		{"max tokens", func(o *Options) { o.MaxTokens = 0 }, "MaxTokens"},
 		{"max seq len", func(o *Options) { o.MaxSeqLen = -1 }, "MaxSeqLen"},
 		{"window", func(o *Options) { o.Window = -2 }, "Window"},
-		{"f16 not yet", func(o *Options) { o.DType = tensor.F16 }, "DType"},
+		{"f16", func(o *Options) { o.DType = tensor.F16 }, ""},
+		{"q8_0 pages", func(o *Options) { o.DType = tensor.Q8_0 }, "DType"},
 		{"huge", func(o *Options) { o.MaxTokens = math.MaxInt32 }, "MaxTokens"},
 	}
 	for _, tc := range tests {
@@ -1035,6 +1036,19 @@ func TestConcurrentPasses(t *testing.T) {
 	// ristretto's, the rest goes through the spill file.
 	o.Budget, o.PassFrames, o.SpillDir = 100*4*2*8*4, 64, t.TempDir()
 	t.Run("budget", func(t *testing.T) { concurrentPasses(t, o) })
+	// F16 pages: frames of half the bytes, so the same budget in frames is
+	// half the bytes.
+	o.Budget, o.DType = 0, tensor.F16
+	t.Run("f16", func(t *testing.T) { withF16(func() { concurrentPasses(t, o) }) })
+	o.Budget = 100 * 4 * 2 * 8 * 2
+	t.Run("f16 budget", func(t *testing.T) {
+		withF16(func() { concurrentPasses(t, o) })
+		c := mustNew(t, o)
+		defer c.Close()
+		if fb, sp := c.FrameBytes(), c.Stats().Spill; fb != 4*2*8*2 || sp.Frames != 100 {
+			t.Errorf("f16 frames: %d bytes, %d frames; want %d bytes, 100 frames", fb, sp.Frames, 4*2*8*2)
+		}
+	})
 }
 
 func concurrentPasses(t *testing.T, o Options) {
@@ -1072,10 +1086,12 @@ func concurrentPasses(t *testing.T, o Options) {
 						errs <- fmt.Errorf("seq %d step %d: Len %d", seq, step, kv.Len)
 						return
 					}
+					keys, _ := readKV(kv, rowF)
+					want := make([]float32, rowF)
 					for j := range kv.Len {
-						row := kv.K[j/4][(j%4)*rowF]
-						if want := float32((w*1000+j)*256 + l*16); row != want {
-							errs <- fmt.Errorf("seq %d layer %d slot %d: %v, want %v", seq, l, j, row, want)
+						tagRow(want, w*1000+j, l)
+						if row := keys[j][0]; row != want[0] {
+							errs <- fmt.Errorf("seq %d layer %d slot %d: %v, want %v", seq, l, j, row, want[0])
 							return
 						}
 					}
@@ -1158,4 +1174,26 @@ func TestViewLenAndPages(t *testing.T) {
 		t.Errorf("View = Len %d, %d/%d pages of %d, PageTokens %d; want 5, 2 pages of 4", kv.Len, len(kv.K), len(kv.V), len(kv.K[0]), kv.PageTokens)
 	}
 	must(t, p.End())
+}
+
+// TestF16Bytes: F16 pages take half the bytes per token and per frame.
+func TestF16Bytes(t *testing.T) {
+	o := Options{Layers: 12, KVHeads: 12, HeadDim: 64, MaxTokens: 64}
+	c32 := mustNew(t, o)
+	o.DType = tensor.F16
+	c16 := mustNew(t, o)
+	if got, want := c32.BytesPerToken(), int64(2*12*768*4); got != want {
+		t.Errorf("f32 BytesPerToken = %d, want %d", got, want)
+	}
+	if got, want := c16.BytesPerToken(), int64(2*12*768*2); got != want {
+		t.Errorf("f16 BytesPerToken = %d, want %d", got, want)
+	}
+	if got, want := c16.FrameBytes(), c32.FrameBytes()/2; got != want {
+		t.Errorf("f16 FrameBytes = %d, want %d", got, want)
+	}
+	// An odd number of values per page rounds the buffer up to whole words.
+	c := mustNew(t, Options{Layers: 1, KVHeads: 1, HeadDim: 3, PageTokens: 3, MaxTokens: 9, DType: tensor.F16})
+	if got := c.FrameBytes(); got != 2*4*5 {
+		t.Errorf("f16 FrameBytes of 9-value pages = %d, want %d", got, 2*4*5)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // entry is one sequence of a pass.
@@ -50,12 +51,13 @@ type Pass struct {
 	// Under a budget: the frames reserved at Begin, the layer whose frames
 	// are pinned (-1: none), per entry that layer's page buffers, the pages
 	// pinned, and the first error pinning one (End then aborts).
-	need   int
-	cur    int
-	bk, bv [][][]float32
-	pinned []int32
-	err    error
-	poison []float32 // stands in for a frame that could not be read back
+	need     int
+	cur      int
+	bk, bv   [][][]float32
+	bkh, bvh [][][]uint16 // bk, bv as halves, for F16 pages
+	pinned   []int32
+	err      error
+	poison   []float32 // stands in for a frame that could not be read back
 }
 
 // Run is a maximal block of consecutive batch rows of one sequence: the unit of
@@ -619,28 +621,53 @@ func (l *Layer) Put(k, v []float32) {
 		panic(fmt.Sprintf("kvcache: Layer(%d).Put: got %d keys and %d values, want %d rows × %d = %d", l.l, len(k), len(v), len(p.slots), rowF, n))
 	}
 	pt := p.c.pt
+	if p.c.f16 {
+		for i, slot := range p.slots {
+			_, _, kh, vh := l.pages(int(p.rowEnt[i]))
+			off := int(slot%pt) * rowF
+			roundF16(kh[slot/pt][off:off+rowF], k[i*rowF:(i+1)*rowF])
+			roundF16(vh[slot/pt][off:off+rowF], v[i*rowF:(i+1)*rowF])
+		}
+		return
+	}
 	for i, slot := range p.slots {
-		kp, vp := l.pages(int(p.rowEnt[i]))
+		kp, vp, _, _ := l.pages(int(p.rowEnt[i]))
 		off := int(slot%pt) * rowF
 		copy(kp[slot/pt][off:off+rowF], k[i*rowF:(i+1)*rowF])
 		copy(vp[slot/pt][off:off+rowF], v[i*rowF:(i+1)*rowF])
 	}
 }
 
-// pages is entry i's page buffers for this layer. Under a budget they are
+// roundF16 stores src rounded to binary16, to nearest even: the rounding
+// model/ref applies to its cache, so the two stay bit-identical.
+func roundF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		dst[i] = tensor.F32ToF16(x)
+	}
+}
+
+// pages is entry i's page buffers for this layer (and, for F16 pages, the
+// same buffers as halves). Under a budget they are
 // the pinned frames of the layer the pass is at; moving to another layer
 // unpins the last one's and pins (reading back where needed) this one's.
 // It takes the cache's lock only when the layer changes.
-func (l *Layer) pages(i int) (k, v [][]float32) {
+func (l *Layer) pages(i int) (k, v [][]float32, kh, vh [][]uint16) {
 	p := l.p
 	if p.c.res == nil {
 		s := p.entries[i].s
-		return s.kp[l.l], s.vp[l.l]
+		if p.c.f16 {
+			return s.kp[l.l], s.vp[l.l], s.kh[l.l], s.vh[l.l]
+		}
+		return s.kp[l.l], s.vp[l.l], nil, nil
 	}
 	if p.cur != l.l {
 		p.pinLayer(l.l)
 	}
-	return p.bk[i], p.bv[i]
+	if p.c.f16 {
+		return p.bk[i], p.bv[i], p.bkh[i], p.bvh[i]
+	}
+	return p.bk[i], p.bv[i], nil, nil
 }
 
 // pinLayer unpins the frames of the layer the pass is at and pins layer l's
@@ -657,6 +684,13 @@ func (p *Pass) pinLayer(l int) {
 		p.bv = make([][][]float32, len(p.entries))
 	}
 	p.bk, p.bv = p.bk[:len(p.entries)], p.bv[:len(p.entries)]
+	if c.f16 {
+		if cap(p.bkh) < len(p.entries) {
+			p.bkh = make([][][]uint16, len(p.entries))
+			p.bvh = make([][][]uint16, len(p.entries))
+		}
+		p.bkh, p.bvh = p.bkh[:len(p.entries)], p.bvh[:len(p.entries)]
+	}
 	for i := range p.entries {
 		e := &p.entries[i]
 		n := c.pagesFor(e.base + e.count)
@@ -672,7 +706,7 @@ func (p *Pass) pinLayer(l int) {
 			}
 			if err != nil {
 				if p.poison == nil {
-					p.poison = make([]float32, c.pageF)
+					p.poison = make([]float32, c.pageW)
 				}
 				clear(p.poison)
 				bk, bv = append(bk, p.poison), append(bv, p.poison)
@@ -682,6 +716,13 @@ func (p *Pass) pinLayer(l int) {
 			bk, bv = append(bk, c.k[l][pg]), append(bv, c.v[l][pg])
 		}
 		p.bk[i], p.bv[i] = bk, bv
+		if c.f16 {
+			bh, vh := p.bkh[i][:0], p.bvh[i][:0]
+			for j := range bk {
+				bh, vh = append(bh, c.halves(bk[j])), append(vh, c.halves(bv[j]))
+			}
+			p.bkh[i], p.bvh[i] = bh, vh
+		}
 	}
 }
 
@@ -700,6 +741,10 @@ func (p *Pass) unpinLayer() {
 		clear(p.bk[i])
 		clear(p.bv[i])
 	}
+	for i := range p.bkh {
+		clear(p.bkh[i])
+		clear(p.bvh[i])
+	}
 	p.cur = -1
 	if !p.live {
 		c.res.reserved -= p.need
@@ -717,7 +762,10 @@ func (l *Layer) View(seq int32) kernels.KV {
 		e := &l.p.entries[i]
 		if e.s.id == seq {
 			n := l.p.c.pagesFor(e.base + e.count)
-			kp, vp := l.pages(i)
+			kp, vp, kh, vh := l.pages(i)
+			if l.p.c.f16 {
+				return kernels.KV{K16: kh[:n], V16: vh[:n], PageTokens: int(l.p.c.pt), Len: int(e.base + e.count)}
+			}
 			return kernels.KV{
 				K:          kp[:n],
 				V:          vp[:n],

@@ -42,13 +42,14 @@ func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintf(tw, "  context\t%s\n", intOrDefault(m.Context, "the model's context length"))
 	fmt.Fprintf(tw, "  page_tokens\t%s\n", intOrDefault(m.PageTokens, "the KV cache's default"))
 	tw.Flush()
+	fmt.Fprintln(w, "cache:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  kv_type\t%s\n", p.Cache.KVDType())
 	if c := p.Cache; c.KVBudget > 0 {
-		fmt.Fprintln(w, "cache:")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  kv_budget\t%s\n", offload.FormatBytes(c.KVBudget))
 		fmt.Fprintf(tw, "  spill_dir\t%s\n", orDefault(c.SpillDir, "the system's temp directory"))
-		tw.Flush()
 	}
+	tw.Flush()
 
 	reg := p.Registry()
 	fmt.Fprintf(w, "stages (%v → %v):\n", RequestType, ResultType)

@@ -24,6 +24,8 @@ model:
   threads      GOMAXPROCS
   context      the model's context length
   page_tokens  the KV cache's default
+cache:
+  kv_type  f32
 stages (session.Request → stages.Result):
   #  id          kind                in → out                            loop    buffer  workers  fuse   params
   1  tokenize    tokenize            session.Request → *session.Session  -       1       1        false  add_bos=true

@@ -95,6 +95,7 @@ type fileTOML struct {
 type cacheTOML struct {
 	KVBudget any    `toml:"kv_budget"` // "64MiB", or an integer of bytes
 	SpillDir string `toml:"spill_dir"`
+	KVType   string `toml:"kv_type"` // "f32" or "f16"
 }
 
 type modelTOML struct {
@@ -417,7 +418,11 @@ func (l *loader) cache(prim toml.Primitive) CacheSpec {
 	budget := byteSize(c.KVBudget, func(msg string) {
 		l.add(&Error{Line: l.ix.keyLine([]string{"cache", "kv_budget"}), Kind: ErrInvalid, Msg: "cache.kv_budget: " + msg})
 	})
-	return CacheSpec{KVBudget: budget, SpillDir: c.SpillDir}
+	if c.KVType != "" && c.KVType != "f32" && c.KVType != "f16" {
+		l.add(&Error{Line: l.ix.keyLine([]string{"cache", "kv_type"}), Kind: ErrInvalid, Msg: fmt.Sprintf("cache.kv_type: %q, want \"f32\" or \"f16\"", c.KVType)})
+		c.KVType = ""
+	}
+	return CacheSpec{KVBudget: budget, SpillDir: c.SpillDir, KVType: c.KVType}
 }
 
 // stages decodes every [[stage]]; raw is the generic value of "stage".

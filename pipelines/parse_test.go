@@ -533,6 +533,12 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:3: cache.kv_budget: -4096 is negative; want ≥ 0 (0 = none)`,
 		},
 		{
+			name: "bad kv type",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_type = \"q8_0\""),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: cache.kv_type: "q8_0", want "f32" or "f16"`,
+		},
+		{
 			name: "unknown cache key",
 			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_bugdet = \"1MiB\""),
 			kind: ErrUnknownKey,
@@ -805,6 +811,8 @@ func TestKVBudget(t *testing.T) {
 		`kv_budget = "64MiB"`:                          {KVBudget: 64 << 20},
 		`kv_budget = 524288`:                           {KVBudget: 512 << 10},
 		"kv_budget = \"1.5MiB\"\nspill_dir = \"/tmp\"": {KVBudget: 3 << 19, SpillDir: "/tmp"},
+		`kv_type = "f16"`:                              {KVType: "f16"},
+		`kv_type = "f32"`:                              {KVType: "f32"},
 	} {
 		p, err := Parse([]byte(edit(t, `name = "t"`, "name = \"t\"\n[cache]\n"+src)), "t.toml")
 		if err != nil {
@@ -813,7 +821,7 @@ func TestKVBudget(t *testing.T) {
 		if p.Cache != want {
 			t.Errorf("%s: [cache] %+v, want %+v", src, p.Cache, want)
 		}
-		if o := p.SchedOptions(); o.KVBudget != want.KVBudget || o.SpillDir != want.SpillDir {
+		if o := p.SchedOptions(); o.KVBudget != want.KVBudget || o.SpillDir != want.SpillDir || o.KVType != want.KVDType() {
 			t.Errorf("%s: scheduler options %+v", src, o)
 		}
 	}

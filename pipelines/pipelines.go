@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // Sentinel errors. Every *Error unwraps to exactly one of them (and to the
@@ -170,6 +172,22 @@ type CacheSpec struct {
 	// SpillDir is the directory of the spill file; "" = the system's temp
 	// directory. Resolved like ModelSpec.Path.
 	SpillDir string
+	// KVType is the KV cache's element type, "f32" or "f16" (binary16
+	// pages: half the memory and attention bandwidth); "" = DefaultKVType.
+	KVType string
+}
+
+// DefaultKVType is the KV element type when neither [cache] kv_type nor a
+// flag names one.
+const DefaultKVType = "f32"
+
+// KVDType is c.KVType as a tensor type ("" = DefaultKVType); the loader has
+// checked it names one.
+func (c CacheSpec) KVDType() tensor.DType {
+	if c.KVType == "f16" || (c.KVType == "" && DefaultKVType == "f16") {
+		return tensor.F16
+	}
+	return tensor.F32
 }
 
 // Tiers a ModelSpec may name.

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // Options size the scheduler.
@@ -54,6 +55,9 @@ type Options struct {
 	// fit the budget's pass share, oldest first; the others wait.
 	KVBudget int64
 	SpillDir string
+	// KVType is the KV cache's element type (kv_type): tensor.F32 (the zero
+	// value) or tensor.F16, binary16 pages of half the bytes.
+	KVType tensor.DType
 }
 
 // ErrClosed is returned by Admit after Close, and is the error of sessions
@@ -81,6 +85,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("sched: context = %d, want ≥ 1", o.Context)
 	case o.KVBudget < 0:
 		return fmt.Errorf("sched: kv_budget = %d, want ≥ 0 (0 = none)", o.KVBudget)
+	case o.KVType != tensor.F32 && o.KVType != tensor.F16:
+		return fmt.Errorf("sched: kv_type = %v, want f32 or f16", o.KVType)
 	}
 	return nil
 }
@@ -165,7 +171,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	ko := kvcache.Options{
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
 		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
-		Window: a.SlidingWindow,
+		Window: a.SlidingWindow, DType: o.KVType,
 	}
 	if o.KVBudget > 0 {
 		if err := budgetOptions(&ko, o); err != nil {
@@ -198,7 +204,11 @@ func budgetOptions(ko *kvcache.Options, o Options) error {
 	if pt == 0 {
 		pt = 16 // the cache's default
 	}
-	frameBytes := 2 * pt * int64(ko.KVHeads) * int64(ko.HeadDim) * 4
+	elem := int64(4)
+	if ko.DType == tensor.F16 {
+		elem = 2
+	}
+	frameBytes := 2 * pt * int64(ko.KVHeads) * int64(ko.HeadDim) * elem
 	pagesPerSeq := (int64(ko.MaxSeqLen) + pt - 1) / pt
 	total := pagesPerSeq * int64(o.MaxSeqs) * int64(ko.Layers) // every frame of every sequence
 	if o.KVBudget >= total*frameBytes {
@@ -207,8 +217,8 @@ func budgetOptions(ko *kvcache.Options, o Options) error {
 	frames := o.KVBudget / frameBytes
 	minFrames := pagesPerSeq + 2 // one layer of one full sequence, and two frames for copies
 	if frames < minFrames {
-		return fmt.Errorf("sched: kv_budget = %d bytes (%s) is below one step's need: a step of one sequence of %d tokens pins %d KV pages of one layer (%d bytes each: %d tokens × %d KV heads × %d dims × K and V × 4 bytes) plus 2 for copies; the minimum is %d bytes (%s)",
-			o.KVBudget, offload.FormatBytes(o.KVBudget), ko.MaxSeqLen, pagesPerSeq, frameBytes, pt, ko.KVHeads, ko.HeadDim, minFrames*frameBytes, offload.FormatBytes(minFrames*frameBytes))
+		return fmt.Errorf("sched: kv_budget = %d bytes (%s) is below one step's need: a step of one sequence of %d tokens pins %d KV pages of one layer (%d bytes each: %d tokens × %d KV heads × %d dims × K and V × %d bytes) plus 2 for copies; the minimum is %d bytes (%s)",
+			o.KVBudget, offload.FormatBytes(o.KVBudget), ko.MaxSeqLen, pagesPerSeq, frameBytes, pt, ko.KVHeads, ko.HeadDim, elem, minFrames*frameBytes, offload.FormatBytes(minFrames*frameBytes))
 	}
 	ko.Budget, ko.SpillDir = o.KVBudget, o.SpillDir
 	ko.PassFrames = int(min(max(frames/2, minFrames), frames))

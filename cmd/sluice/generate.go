@@ -34,6 +34,7 @@ type modelFlags struct {
 	budget               int64
 	kvBudget             int64
 	spillDir             *string
+	kvType               string
 }
 
 func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
@@ -57,6 +58,13 @@ func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
 		n, err := offload.ParseBytes(s)
 		m.kvBudget = n
 		return err
+	})
+	fs.Func("kv-type", "KV cache element `TYPE`: f16 (binary16 pages: half the memory and attention bandwidth) or f32 (default: "+pipelines.DefaultKVType+"; [cache] kv_type in a pipeline)", func(s string) error {
+		if s != "f16" && s != "f32" {
+			return fmt.Errorf("%q, want f16 or f32", s)
+		}
+		m.kvType = s
+		return nil
 	})
 	return m
 }
@@ -92,6 +100,9 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 	}
 	if set["spill-dir"] {
 		p.Cache.SpillDir = *m.spillDir
+	}
+	if set["kv-type"] {
+		p.Cache.KVType = m.kvType
 	}
 }
 

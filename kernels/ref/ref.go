@@ -141,6 +141,8 @@ func RoPE(x []float32, pos int32, heads, headDim, ropeDim int, base float32, sty
 // a positive s.Softcap then caps them with Softcap before the softmax).
 //
 //	// q, dst: (rows, Heads*HeadDim); KV rows: (kv.Len, KVHeads*HeadDim)
+//
+// An F16 KV (kv.K16, kv.V16) is read widened, element by element.
 func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s kernels.AttnShape) {
 	d := s.HeadDim
 	kvMul := s.Heads / s.KVHeads
@@ -154,7 +156,7 @@ func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s 
 				if mask != nil && !mask.Visible(i, int32(j)) {
 					continue
 				}
-				k := kvRow(kv.K, kv.PageTokens, s.KVHeads*d, j)[kvh*d : (kvh+1)*d]
+				k := kvRow(kv.K, kv.K16, kv.PageTokens, s.KVHeads*d, j)[kvh*d : (kvh+1)*d]
 				visible = append(visible, j)
 				att = append(att, Dot(qh, k)*s.Scale)
 			}
@@ -167,7 +169,7 @@ func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s 
 				out[t] = 0
 			}
 			for n, j := range visible {
-				v := kvRow(kv.V, kv.PageTokens, s.KVHeads*d, j)[kvh*d : (kvh+1)*d]
+				v := kvRow(kv.V, kv.V16, kv.PageTokens, s.KVHeads*d, j)[kvh*d : (kvh+1)*d]
 				for t := range out {
 					out[t] += float32(att[n] * v[t])
 				}
@@ -176,8 +178,17 @@ func Attention(dst, q []float32, rows int, kv kernels.KV, mask *kernels.Mask, s 
 	}
 }
 
-// kvRow returns slot j's row (width floats) from paged storage.
-func kvRow(pages [][]float32, pageTokens, width, j int) []float32 {
+// kvRow returns slot j's row (width floats) from paged storage: the float32
+// pages, or, when halves is non-nil (an F16 KV), the binary16 row widened.
+func kvRow(pages [][]float32, halves [][]uint16, pageTokens, width, j int) []float32 {
+	if halves != nil {
+		h := halves[j/pageTokens][(j%pageTokens)*width : (j%pageTokens+1)*width]
+		row := make([]float32, width)
+		for i, x := range h {
+			row[i] = tensor.F16ToF32(x)
+		}
+		return row
+	}
 	page := pages[j/pageTokens]
 	return page[(j%pageTokens)*width : (j%pageTokens+1)*width]
 }

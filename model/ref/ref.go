@@ -67,6 +67,11 @@ type Transformer struct {
 	// Gemma is the gemma hyperparameters of a gemma2/gemma3 file (nil for
 	// the llama family).
 	Gemma *gemma.Params
+	// KVType is the element type the cache stores K and V in: tensor.F32
+	// (the zero value: llama2.c's cache) or tensor.F16, each value rounded
+	// to binary16 (nearest even, tensor.F32ToF16) when written and read back
+	// widened, as the engine's F16 KV cache does. Set it before Forward.
+	KVType tensor.DType
 	// run state (llama2.c RunState)
 	x, xb, xb2, hb, hb2, q, k, v, att, logits []float32
 	keyCache, valueCache                      [][]float32 // (layer)(seqLen, kvDim)
@@ -203,6 +208,13 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 	return t, nil
 }
 
+// roundF16 rounds x to binary16 values in place.
+func roundF16(x []float32) {
+	for i, v := range x {
+		x[i] = tensor.F16ToF32(tensor.F32ToF16(v))
+	}
+}
+
 // addOpt adds an optional bias (nil: none).
 func addOpt(x, bias []float32) {
 	if bias != nil {
@@ -270,6 +282,10 @@ func (t *Transformer) Forward(token int32, pos int) ([]float32, error) {
 		}
 		copy(t.keyCache[l][pos*kvd:], t.k)
 		copy(t.valueCache[l][pos*kvd:], t.v)
+		if t.KVType == tensor.F16 {
+			roundF16(t.keyCache[l][pos*kvd : (pos+1)*kvd])
+			roundF16(t.valueCache[l][pos*kvd : (pos+1)*kvd])
+		}
 		// The cache as one page holding every position so far; causal mask.
 		kv := kernels.KV{K: [][]float32{t.keyCache[l]}, V: [][]float32{t.valueCache[l]}, PageTokens: t.seqLen, Len: pos + 1}
 		lo := int32(0)
