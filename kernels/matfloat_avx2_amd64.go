@@ -127,14 +127,32 @@ func matFloatAVX2(k floatKind, dst []float32, w []byte, x []float32, n, rows, co
 	step := max(R, rowBlock(rb)/R*R)
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
-		for i := 0; i < n; i += C {
-			tile := sh.tiles[min(C, n-i)]
+		for i := 0; i < n; {
+			c := tileInputs(n-i, C)
+			tile := sh.tiles[c]
 			for r := r0; r < r1; r += R {
 				last := min(r+R, r1) - 1
 				tile(&dst[i*rows+r], stride, row(r), row(min(r+1, last)), row(min(r+2, last)), &x[i*cols], cols, last-r+1)
 			}
+			i += c
 		}
 	}
+}
+
+// tileInputs is how many of the left inputs the next tile of at most C
+// takes: C, except that a short remainder (≤ C/2) is shared with the last
+// full tile, as two tiles of about (C+left%C)/2. A 2×2 tile has 4 chains
+// and leaves FMA slots empty, where two 2×4 tiles have 8 each (n = 128 at
+// C = 6: 20 tiles of 6 and 2 of 4 instead of 21 of 6 and one of 2). Only
+// the loop changes: every output's chain is the same in every tile.
+func tileInputs(left, C int) int {
+	if left <= C {
+		return left
+	}
+	if rem := left % C; left < 2*C && rem <= C/2 {
+		return (C + rem + 1) / 2
+	}
+	return C
 }
 
 // The tiles (avx2Tile's contract).

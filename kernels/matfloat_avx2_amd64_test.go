@@ -201,3 +201,24 @@ func BenchmarkFMAPeakAVX2(b *testing.B) {
 	}
 	b.ReportMetric(12*16*iters*float64(b.N)/(threadCPU()-t0).Seconds()/1e9, "GFLOP/s")
 }
+
+// TestTileInputs checks that the input tiles cover n exactly, each 1..C,
+// with no tile below C/2 inputs unless n itself is.
+func TestTileInputs(t *testing.T) {
+	for _, C := range []int{4, 6} {
+		for n := 1; n <= 40; n++ {
+			var got []int
+			for i := 0; i < n; {
+				c := tileInputs(n-i, C)
+				if c < 1 || c > C || (n >= C && 2*c < C) {
+					t.Fatalf("C=%d n=%d: tiles %v then %d", C, n, got, c)
+				}
+				got = append(got, c)
+				i += c
+			}
+			if n == 8 && C == 6 && len(got) != 2 {
+				t.Errorf("C=6 n=8: tiles %v, want 4 4", got)
+			}
+		}
+	}
+}
