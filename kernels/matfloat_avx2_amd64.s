@@ -366,3 +366,30 @@ peak:
 	JNZ peak
 	VZEROUPPER
 	RET
+
+// WIDEN defines name(dst *float32, src *E, n int): dst[0:n] = the n
+// weights at src as float32, exactly (LD's conversion, the tiles' own).
+// n ≥ 8: 8 at a time, the last 8 ending at n (overlapping elements are
+// written twice with the same value).
+#define WIDEN(name, LD) \
+TEXT name(SB), NOSPLIT, $0-24; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	LEAQ -8(CX), DX; \
+	XORQ R12, R12; \
+loop: \
+	CMPQ R12, DX; \
+	JGE last; \
+	LD(SI, R12, Y0); \
+	VMOVUPS Y0, (DI)(R12*4); \
+	ADDQ $8, R12; \
+	JMP loop; \
+last: \
+	LD(SI, DX, Y0); \
+	VMOVUPS Y0, (DI)(DX*4); \
+	VZEROUPPER; \
+	RET
+
+WIDEN(·widenF16AVX2, LDF16)
+WIDEN(·widenBF16AVX2, LDBF16)

@@ -118,21 +118,21 @@ func TestFloatAVX2TileNaNPayload(t *testing.T) {
 	if !cpuAVX2 {
 		t.Skip("SKIP avx2 float tiles: CPU lacks AVX2+FMA+F16C")
 	}
-	const cols, rows, n = 40, 9, 7
+	const cols, rows, n = 40, 9, 7 // 2n inputs reach the widened path
 	nan := math.Float32frombits(0x7fa12345) // signalling, payload 0x212345
 	for _, fk := range tileFloatKinds {
 		w := make([]byte, rows*cols*fk.size)
 		for j := range rows * cols {
 			fk.put(w[j*fk.size:], 0.5)
 		}
-		x := make([]float32, n*cols)
+		x := make([]float32, 2*n*cols)
 		for i := range x {
 			x[i] = 1
 		}
-		for i := range n {
+		for i := range 2 * n {
 			x[i*cols+(3*i)%cols] = nan
 		}
-		for _, m := range []int{1, n} {
+		for _, m := range []int{1, n, 2 * n} {
 			dst := make([]float32, m*rows)
 			matFloatAVX2(fk.k, dst, w, x, m, rows, cols, 0, rows)
 			for i, v := range dst {
@@ -218,6 +218,61 @@ func TestTileInputs(t *testing.T) {
 			}
 			if n == 8 && C == 6 && len(got) != 2 {
 				t.Errorf("C=6 n=8: tiles %v, want 4 4", got)
+			}
+		}
+	}
+}
+
+// TestFloatAVX2Widened checks the widened F16/BF16 path (n ≥ widenMinN:
+// row blocks converted to float32, then the F32 tiles) bit for bit against
+// the decode path on each input alone, over edge cols, special values,
+// unaligned weights and inputs, row sub-ranges and row blocks small enough
+// to cross several, with guards around [lo,hi).
+func TestFloatAVX2Widened(t *testing.T) {
+	if !cpuAVX2 {
+		t.Skip("SKIP avx2 float tiles: CPU lacks AVX2+FMA+F16C")
+	}
+	defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
+	const guard = 0x7f8badf1
+	for _, fk := range tileFloatKinds[1:] {
+		for _, cols := range []int{8, 9, 17, 40, 63} {
+			r := rand.New(rand.NewPCG(uint64(cols), 7))
+			const rows = 14
+			wf := tileFloats(r, rows*cols, true)
+			wb := make([]byte, 1+len(wf)*fk.size)[1:]
+			for j, v := range wf {
+				fk.put(wb[j*fk.size:], v)
+			}
+			for _, n := range []int{widenMinN, 13, 19} {
+				x := tileFloats(r, 1+n*cols, true)[1:]
+				for _, blk := range []int{256 << 10, 4 * 4 * cols, 4 * cols} {
+					rowBlockBytes = blk
+					for _, span := range [][2]int{{0, rows}, {3, 11}, {5, 6}} {
+						lo, hi := span[0], span[1]
+						got := make([]float32, n*rows)
+						for i := range got {
+							got[i] = math.Float32frombits(guard)
+						}
+						matFloatAVX2(fk.k, got, wb, x, n, rows, cols, lo, hi)
+						for i := range n {
+							want := make([]float32, rows)
+							matFloatAVX2(fk.k, want, wb, x[i*cols:(i+1)*cols], 1, rows, cols, lo, hi)
+							for j := range rows {
+								g := math.Float32bits(got[i*rows+j])
+								if j < lo || j >= hi {
+									if g != guard {
+										t.Fatalf("%s cols=%d n=%d block=%d [%d,%d): wrote dst[%d] outside the rows", fk.name, cols, n, blk, lo, hi, i*rows+j)
+									}
+									continue
+								}
+								if g != math.Float32bits(want[j]) {
+									t.Fatalf("%s cols=%d n=%d block=%d [%d,%d): row %d · input %d = %#08x, decode %#08x",
+										fk.name, cols, n, blk, lo, hi, j, i, g, math.Float32bits(want[j]))
+								}
+							}
+						}
+					}
+				}
 			}
 		}
 	}
