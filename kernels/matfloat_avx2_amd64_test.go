@@ -118,7 +118,7 @@ func TestFloatAVX2TileNaNPayload(t *testing.T) {
 	if !cpuAVX2 {
 		t.Skip("SKIP avx2 float tiles: CPU lacks AVX2+FMA+F16C")
 	}
-	const cols, rows, n = 40, 9, 7 // 2n inputs reach the widened path
+	const cols, rows, n = 40, 9, 7          // 2n inputs reach the widened path
 	nan := math.Float32frombits(0x7fa12345) // signalling, payload 0x212345
 	for _, fk := range tileFloatKinds {
 		w := make([]byte, rows*cols*fk.size)
