@@ -38,11 +38,16 @@ type actQ8 struct {
 	c  []int32
 	d4 []float32
 
-	// nc and dx serve the VNNI Q8_0 kernel, one entry per 4 values of q
-	// (an int32 lane of a 32-byte block): nc = −128·Σ of the lane's q and dx
-	// = its block's scale. See matQ8_0VNNI.
-	nc []int32
-	dx []float32
+	// xb, sb and db serve the VNNI Q8_0 kernels (q8Major set by the
+	// selector): the blocks in block-major order, input i's block b at
+	// index b·n+i: xb its 32 values (a copy of q when n > 1; with one
+	// input q is already in this order), sb −128·Σ of them (what the
+	// kernels' unsigned w+128 adds, to subtract) and db its scale. A tile
+	// of inputs then finds its blocks side by side. See matQ8_0VNNI.
+	n  int
+	xb []int8
+	sb []int32
+	db []float32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -71,7 +76,7 @@ func putAct(a *actQ8) {
 
 // quantize fills a from x: (n, cols) row-major, cols a multiple of 32: q and
 // d always, then the layout the kernels of weight type t read (p, c, d4 for
-// Q4_0; nc, dx for Q8_0). Building both cost a 15m prefill a tenth of its
+// Q4_0; xb, sb, db for Q8_0 on the VNNI set). Building both cost a 15m prefill a tenth of its
 // time.
 func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
 	a.prepare(n, cols, t)
@@ -87,8 +92,14 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	a.d = grow(a.d, nb)
 	switch t {
 	case tensor.Q8_0:
-		a.nc = grow(a.nc, nb*8)
-		a.dx = grow(a.dx, nb*8)
+		if q8Major {
+			a.n = n
+			if n > 1 {
+				a.xb = grow(a.xb, n*cols)
+			}
+			a.sb = grow(a.sb, nb)
+			a.db = grow(a.db, nb)
+		}
 	case tensor.Q4_0:
 		np := n * ((cols/tile + 1) / 2) // pairs in all rows
 		a.p = grow(a.p, 2*tile*np)
@@ -108,29 +119,47 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
 	switch t {
 	case tensor.Q8_0:
-		lanesImpl(a, b0, b1)
+		if q8Major {
+			a.major(bpr, lo, hi)
+		}
 	case tensor.Q4_0:
 		pairsImpl(a, cols, b0, b1)
 	}
 }
 
-// lanesImpl and pairsImpl are (*actQ8).lanes and pairs or vector versions
-// writing the same values (set from an init() in actq8_simd_amd64.go).
-var (
-	lanesImpl = (*actQ8).lanes
-	pairsImpl = (*actQ8).pairs
-)
+// q8Major is set by the selector when the Q8_0 kernels read actQ8's
+// block-major fields (xb, sb, db).
+var q8Major = false
 
-// lanes fills nc and dx of blocks [b0,b1) from q and d.
-func (a *actQ8) lanes(b0, b1 int) {
-	for b := b0; b < b1; b++ {
-		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
-		for k := range 8 {
-			l := q[4*k : 4*k+4]
-			a.nc[8*b+k] = -128 * (int32(l[0]) + int32(l[1]) + int32(l[2]) + int32(l[3]))
-			a.dx[8*b+k] = d
+// pairsImpl is (*actQ8).pairs or a vector version writing the same values
+// (set from an init() in actq8_simd_amd64.go).
+var pairsImpl = (*actQ8).pairs
+
+// major fills xb, sb and db for input rows [lo,hi) (bpr blocks each).
+func (a *actQ8) major(bpr, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		for b := 0; b < bpr; b++ {
+			src := a.q[(i*bpr+b)*tile : (i*bpr+b+1)*tile]
+			k := b*a.n + i
+			if a.n > 1 {
+				copy(a.xb[k*tile:(k+1)*tile], src)
+			}
+			var s int32
+			for _, v := range src {
+				s += int32(v)
+			}
+			a.sb[k] = -128 * s
+			a.db[k] = a.d[i*bpr+b]
 		}
 	}
+}
+
+// blocks is xb, or q when it is the same (one input).
+func (a *actQ8) blocks() []int8 {
+	if a.n == 1 {
+		return a.q
+	}
+	return a.xb
 }
 
 // pairs fills p, c and d4 for blocks [b0,b1) (whole rows) from q and d.
