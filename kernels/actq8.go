@@ -39,15 +39,18 @@ type actQ8 struct {
 	d4 []float32
 
 	// xb, sb and db serve the VNNI Q8_0 kernels (q8Major set by the
-	// selector): the blocks in block-major order, input i's block b at
-	// index b·n+i: xb its 32 values (a copy of q when n > 1; with one
-	// input q is already in this order), sb −128·Σ of them (what the
-	// kernels' unsigned w+128 adds, to subtract) and db its scale. A tile
-	// of inputs then finds its blocks side by side. See matQ8_0VNNI.
-	n  int
-	xb []int8
-	sb []int32
-	db []float32
+	// selector): the inputs in groups of gw = min(n, 8), each group's
+	// blocks in block-major order, input i's block b at index
+	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
+	// when n > 1; with one input q is already in this order), sb −128·Σ of
+	// them (what the kernels' unsigned w+128 adds, to subtract) and db its
+	// scale. A tile of up to 8 inputs then finds its blocks side by side
+	// and walks one sequential stream (a stride of n blocks put every
+	// block of a 128-input call in the same L1 sets). See matQ8_0VNNI.
+	n, gw int
+	xb    []int8
+	sb    []int32
+	db    []float32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -93,12 +96,13 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	switch t {
 	case tensor.Q8_0:
 		if q8Major {
-			a.n = n
+			a.n, a.gw = n, min(n, 8)
+			padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
 			if n > 1 {
-				a.xb = grow(a.xb, n*cols)
+				a.xb = grow(a.xb, padded*cols)
 			}
-			a.sb = grow(a.sb, nb)
-			a.db = grow(a.db, nb)
+			a.sb = grow(a.sb, padded*cols/tile)
+			a.db = grow(a.db, padded*cols/tile)
 		}
 	case tensor.Q4_0:
 		np := n * ((cols/tile + 1) / 2) // pairs in all rows
@@ -135,12 +139,18 @@ var q8Major = false
 // (set from an init() in actq8_simd_amd64.go).
 var pairsImpl = (*actQ8).pairs
 
+// majorAt is the index of input i's block b in xb, sb and db (nb blocks
+// per input).
+func (a *actQ8) majorAt(i, b, nb int) int {
+	return (i/a.gw)*nb*a.gw + b*a.gw + i%a.gw
+}
+
 // major fills xb, sb and db for input rows [lo,hi) (bpr blocks each).
 func (a *actQ8) major(bpr, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		for b := 0; b < bpr; b++ {
 			src := a.q[(i*bpr+b)*tile : (i*bpr+b+1)*tile]
-			k := b*a.n + i
+			k := a.majorAt(i, b, bpr)
 			if a.n > 1 {
 				copy(a.xb[k*tile:(k+1)*tile], src)
 			}

@@ -49,23 +49,25 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	// Everything the assembly touches, checked once.
 	_ = w[hi*rb-1]
 	_ = dst[(n-1)*rows+hi-1]
-	_ = xb[n*cols-1]
-	_ = xq.sb[n*nb-1]
-	_ = xq.db[n*nb-1]
+	last := xq.majorAt(n-1, nb-1, nb) // the largest index of the call
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
 	step := rowBlock(rb)
 	if n == 1 {
 		step = hi - lo // no reuse to keep in L2: one pair of streams
 	}
-	xs, ss := n*tile, 4*n
+	xs, ss := xq.gw*tile, 4*xq.gw
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
 		for i := 0; i < n; i++ {
+			k := xq.majorAt(i, 0, nb)
 			h := farRows(r1-r0, 2, rb)
 			if h > 0 {
-				q8RowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[i*tile], &xq.sb[i], &xq.db[i], xs, ss, nb, h*rb, 4*h)
+				q8RowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, h*rb, 4*h)
 			}
 			for r := r0 + 2*h; r < r1; r++ {
-				q8RowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[i*tile], &xq.sb[i], &xq.db[i], xs, ss, nb, 0, 0)
+				q8RowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, 0, 0)
 			}
 		}
 	}
@@ -88,9 +90,10 @@ func matQ8_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi 
 	xb := xq.blocks()
 	_ = w[hi*rb-1]
 	_ = dst[(n-1)*rows+hi-1]
-	_ = xb[n*cols-1]
-	_ = xq.sb[n*nb-1]
-	_ = xq.db[n*nb-1]
+	last := xq.majorAt(n-1, nb-1, nb)
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
 	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
 	if n == 1 {
 		step = hi - lo
@@ -98,16 +101,19 @@ func matQ8_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi 
 	for r0 := lo; r0 < hi; r0 += step {
 		np := (min(r0+step, hi) - r0) / PanelRows
 		wp := &w[r0*rb]
-		i := 0
+		i, gw := 0, xq.gw
 		for ; i+8 <= n; i += 8 {
-			q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[i*tile], &xq.sb[i], &xq.db[i], n)
+			k := xq.majorAt(i, 0, nb)
+			q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
 		}
 		if i+4 <= n {
-			q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[i*tile], &xq.sb[i], &xq.db[i], n)
+			k := xq.majorAt(i, 0, nb)
+			q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
 			i += 4
 		}
 		for ; i < n; i++ {
-			q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[i*tile], &xq.sb[i], &xq.db[i], n)
+			k := xq.majorAt(i, 0, nb)
+			q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
 		}
 	}
 }
@@ -122,7 +128,8 @@ func q8RowsFar(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *flo
 
 // q8Panel8, q8Panel4 and q8Panel1 write dst[k·rows+16p+j] = row 16p+j of
 // the np panels at w · input k, for the tile's 8, 4 or 1 inputs k, whose
-// block b is at xb+b·32n (inputs side by side), sb and db at +b·4n.
+// block b is at xb+b·32n (inputs side by side; n is actQ8.gw, the inputs
+// of a group), sb and db at +b·4n.
 //
 //go:noescape
 func q8Panel8(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)

@@ -79,7 +79,8 @@ func Repack(w Weight) (Weight, error) {
 	}
 	nb := w.Cols / tile
 	rb := nb * tensor.Q8_0BlockLen
-	tmp := make([]byte, PanelRows*rb)
+	tmp := getPanelScratch(PanelRows * rb)
+	defer putPanelScratch(tmp)
 	for p := 0; p+PanelRows <= w.Rows; p += PanelRows {
 		src := w.Data[p*rb : (p+PanelRows)*rb]
 		copy(tmp, src)
@@ -156,7 +157,8 @@ func DecodeRow(dst []float32, w Weight, r int) {
 	tensor.DequantizeRow(dst, row, w.DType, w.Cols)
 }
 
-// unpanelFree holds scratch panels for unpanelled (a free list, as actFree).
+// unpanelFree holds scratch panels for Repack and unpanelled (a free list,
+// as actFree, so that neither allocates once warm).
 var unpanelFree = make(chan []byte, 16)
 
 // unpanelled runs j's row-major kernel over output rows [lo,hi) of a
@@ -176,20 +178,30 @@ func (j *matJob) unpanelled(lo, hi int) {
 	if lo >= min(hi, full) {
 		return
 	}
-	var tmp []byte
-	select {
-	case tmp = <-unpanelFree:
-	default:
-	}
-	tmp = grow(tmp, PanelRows*rb)
+	tmp := getPanelScratch(PanelRows * rb)
 	for p := lo; p < min(hi, full); p += PanelRows {
 		for k := 0; k < PanelRows; k++ {
 			panelRow(tmp[k*rb:(k+1)*rb], j.w, p+k, nb)
 		}
 		j.rowMajor(j.dst[p:], tmp, 0, PanelRows)
 	}
+	putPanelScratch(tmp)
+}
+
+// getPanelScratch is n bytes from unpanelFree, or new ones.
+func getPanelScratch(n int) []byte {
+	var b []byte
 	select {
-	case unpanelFree <- tmp:
+	case b = <-unpanelFree:
+	default:
+	}
+	return grow(b, n)
+}
+
+// putPanelScratch returns b to unpanelFree, dropping it when the list is full.
+func putPanelScratch(b []byte) {
+	select {
+	case unpanelFree <- b:
 	default:
 	}
 }

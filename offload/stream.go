@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // The ssd tier: a pinned set plus streaming.
@@ -68,6 +70,10 @@ type entry struct {
 	view  *view // resident (pinned set), or nil
 	rows  bool  // read by row (RowReader), never resident
 	pin   slotPin
+	// layout of the tensor's bytes in a ring buffer (Options.Panels): fixed
+	// at Open, made by the loader after each read, before the read is
+	// announced.
+	layout kernels.Layout
 }
 
 // layerPlan is one layer: its tensors and how they are read.
@@ -135,6 +141,9 @@ func openStream(o Options) (*streamStore, error) {
 			r := Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
 			s.index[t.Name] = r
 			e := &entry{ref: r, layer: -1, unit: -1}
+			if o.Panels && kernels.Repackable(r.DType, r.Rows(), r.Cols()) && len(r.Shape) >= 2 {
+				e.layout = kernels.PanelQ8_0 // what the loader will make of it
+			}
 			e.pin.s = s
 			s.ents[t.Name] = e
 		}
@@ -272,7 +281,12 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 			}
 			for _, e := range g.segs[i].tensors {
 				end := e.at + e.ref.Size
-				e.view = &view{s.pinned[e.at:end:end]}
+				e.view = &view{b: s.pinned[e.at:end:end]}
+				l, err := repack(s.o.Panels, e.ref.info(), e.view.b)
+				if err != nil {
+					return err
+				}
+				e.view.layout = l
 			}
 		}
 	}
@@ -449,6 +463,16 @@ func (s *streamStore) loader() {
 			}
 			s.bytesRead.Add(lp.segs[i].end - lp.segs[i].start)
 		}
+		if err == nil && s.o.Panels {
+			// Lay the layer out for the kernels here, on the loader, in
+			// the ring buffer the store owns: decode reads it once, so
+			// the panel kernel must win back this pass over it.
+			for _, e := range lp.tensors {
+				if _, err = repack(true, e.ref.info(), ld.slot.buf[e.at:e.at+e.ref.Size]); err != nil {
+					break
+				}
+			}
+		}
 		s.tl.Load().read(s.layerIndex(lp), t0, time.Now())
 		s.loads.Add(1)
 
@@ -483,6 +507,14 @@ type slotPin struct {
 }
 
 func (p *slotPin) Bytes() []byte { return p.b }
+
+// Layout is the layout the loader left the tensor in (Laid).
+func (p *slotPin) Layout() kernels.Layout {
+	if p.e == nil {
+		return kernels.RowMajor
+	}
+	return p.e.layout
+}
 
 func (p *slotPin) Release() {
 	s := p.s
