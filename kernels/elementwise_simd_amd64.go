@@ -8,29 +8,10 @@ import (
 	"simd/archsimd"
 )
 
-// The archsimd SwiGLU: llama2.c's g·(1/(1+e^-g))·up with the same float32
-// operations in the same order, the exp being expF32x16/expF32x8 (a float32
-// polynomial, relative error ≤ expMaxRelErr) instead of float64 math.Exp
-// rounded to float32. math.Exp was ~7% of 1b prefill.
-//
-// Against swiGLUGeneric, for every finite result:
-//
-//	|got − want| ≤ swiGLUMaxRelErr·|want| + 2^-119·|up| + 2^-148.
-//
-// swiGLUMaxRelErr: each side is within, relative to the exact silu(g)·up,
-// its exp's error (expMaxRelErr = 1.5e-7 here, 2^-24 for the rounded
-// math.Exp) plus one rounding (2^-24) for each of 1+e, the reciprocal, g·r
-// and ·up: 1.5e-7 + 9·2^-24 ≈ 6.9e-7 in all, rounded up to 1e-6 (8.4 ulp).
-// The absolute terms: for g < -87.3 the generic reciprocal is subnormal and
-// the vector exp saturates to +Inf above expOver (result −0), but there
-// |silu(g)| ≤ 87.3·e^-87.3 < 2^-119; a result that is itself subnormal may
-// round differently (2^-148). Results near MaxFloat32 may overflow on one
-// side only.
-//
-// Special values: NaN gives NaN, silu(+Inf) = +Inf, and silu(−Inf) = −0 (the
-// limit), where the generic formula computes −Inf·0 = NaN; so dst = −0·up
-// there (NaN only when up is ±Inf or NaN).
-const swiGLUMaxRelErr = 1e-6
+// The archsimd SwiGLU: the same float32 operations, lane for lane, as the
+// assembly one (swiglu_amd64.s; its tolerance against swiGLUGeneric is
+// derived in swiglu_amd64.go), which the default build installs; this one
+// is its oracle and the GOEXPERIMENT=simd build's opt-in.
 
 func init() {
 	addSelector(func(c isaLevel) {

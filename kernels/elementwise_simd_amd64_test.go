@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"simd/archsimd"
 )
 
 // TestSwiGLUSIMD measures the vector SwiGLU against the generic one on both
@@ -120,5 +122,32 @@ func BenchmarkSwiGLUImpl(b *testing.B) {
 				impl.f(dst, gate, up)
 			}
 		})
+	}
+}
+
+// TestSwiGLUAsmMatchesSIMD: the assembly SwiGLU of the default build gives
+// the archsimd one's bits (the same operations lane for lane).
+func TestSwiGLUAsmMatchesSIMD(t *testing.T) {
+	if !archsimd.X86.AVX512() {
+		t.Skip("CPU lacks AVX-512")
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{0, 1, 15, 16, 17, 100, 4099} {
+		gate, up := make([]float32, n), make([]float32, n)
+		for i := range gate {
+			gate[i] = float32(r.NormFloat64() * 30)
+			up[i] = float32(r.NormFloat64())
+			if r.IntN(50) == 0 {
+				gate[i] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -90, 90}[r.IntN(5)]
+			}
+		}
+		want, got := make([]float32, n), make([]float32, n)
+		swiGLU16(want, gate, up)
+		swiGLUAsm(got, gate, up)
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+				t.Fatalf("n=%d: [%d] SwiGLU(%v, %v) = %v, archsimd %v", n, i, gate[i], up[i], got[i], want[i])
+			}
+		}
 	}
 }
