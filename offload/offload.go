@@ -153,8 +153,9 @@ type Options struct {
 	Timeline bool
 	// Panels lays out every Q8_0 matrix the kernels can (kernels.Repackable)
 	// in their panel layout (kernels.Repack), in place, where the store owns
-	// the bytes: the RAM tier at Open, the ssd tier's pinned set at Plan and
-	// each streamed layer after its read. mmap'd bytes are never written.
+	// the bytes: the RAM tier at Open and the ssd tier's pinned set at Plan
+	// (not its streamed layers: repacking each after its read cost more
+	// than it gave). mmap'd bytes are never written.
 	// Pinned views of such a tensor report kernels.PanelQ8_0 (LayoutOf).
 	// Set it when kernels.Panels(tensor.Q8_0): a kernel set without a
 	// panel kernel gives the same bits, but slower.
