@@ -30,10 +30,15 @@
 //     can be run and measured on a wider machine; tests reselect with every
 //     cap the CPU allows (TestKernelSets).
 //   - Attention's score dots and value sums are assembly too (AVX2 + FMA,
-//     on both fast sets, head dims that are multiples of 8); softmax,
-//     RMSNorm, RoPE and SwiGLU stay generic in the default build (in a
-//     110m avx2 profile at 450 tokens of context softmax with its exp is
-//     7% and SwiGLU 5%: the next candidates).
+//     on both fast sets, head dims that are multiples of 8), and SwiGLU on
+//     the AVX-512 sets (swiglu_amd64.go); softmax, RMSNorm and RoPE stay
+//     generic in the default build.
+//   - Q8_0 on the VNNI set has one float order for both weight layouts
+//     (matq8_vnni_amd64.go): per (row, block) the exact integer dot, then
+//     acc = fma(float32(dot), dW·dX, acc) in block order. A Weight in
+//     Layout PanelQ8_0 (Repack, done in place by a store on bytes it owns)
+//     therefore gives the row-major weight's bits; the sets without a
+//     panel kernel honour the layout by copying panels back to rows.
 //   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
 //     an oracle and an opt-in, not as a dispatch target for the matrix
 //     products: the assembly tests compare the AVX-512 and AVX2 matrix
