@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/offload"
@@ -154,12 +155,14 @@ type poisonStore struct {
 }
 
 type poisoned struct {
-	b    []byte
-	s    *poisonStore
-	done bool
+	b      []byte
+	s      *poisonStore
+	done   bool
+	layout kernels.Layout // the store's (the bytes are a copy of its)
 }
 
-func (p *poisoned) Bytes() []byte { return p.b }
+func (p *poisoned) Bytes() []byte          { return p.b }
+func (p *poisoned) Layout() kernels.Layout { return p.layout }
 func (p *poisoned) Release() {
 	if !p.done {
 		p.done = true
@@ -176,8 +179,9 @@ func (s *poisonStore) Acquire(ctx context.Context, r offload.Ref) (offload.Pinne
 		return nil, err
 	}
 	b := append(make([]byte, 0, len(in.Bytes())+8), in.Bytes()...)
+	l := offload.LayoutOf(in)
 	in.Release()
-	return &poisoned{b: b, s: s}, nil
+	return &poisoned{b: b, s: s, layout: l}, nil
 }
 
 func TestNoReadAfterRelease(t *testing.T) {

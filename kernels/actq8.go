@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -38,11 +40,19 @@ type actQ8 struct {
 	c  []int32
 	d4 []float32
 
-	// nc and dx serve the VNNI Q8_0 kernel, one entry per 4 values of q
-	// (an int32 lane of a 32-byte block): nc = −128·Σ of the lane's q and dx
-	// = its block's scale. See matQ8_0VNNI.
-	nc []int32
-	dx []float32
+	// xb, sb and db serve the VNNI Q8_0 kernels (q8Major set by the
+	// selector): the inputs in groups of gw = min(n, 8), each group's
+	// blocks in block-major order, input i's block b at index
+	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
+	// when n > 1; with one input q is already in this order), sb −128·Σ of
+	// them (what the kernels' unsigned w+128 adds, to subtract) and db its
+	// scale. A tile of up to 8 inputs then finds its blocks side by side
+	// and walks one sequential stream (a stride of n blocks put every
+	// block of a 128-input call in the same L1 sets). See matQ8_0VNNI.
+	n, gw int
+	xb    []int8
+	sb    []int32
+	db    []float32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -71,7 +81,7 @@ func putAct(a *actQ8) {
 
 // quantize fills a from x: (n, cols) row-major, cols a multiple of 32: q and
 // d always, then the layout the kernels of weight type t read (p, c, d4 for
-// Q4_0; nc, dx for Q8_0). Building both cost a 15m prefill a tenth of its
+// Q4_0; xb, sb, db for Q8_0 on the VNNI set). Building both cost a 15m prefill a tenth of its
 // time.
 func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
 	a.prepare(n, cols, t)
@@ -87,8 +97,15 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	a.d = grow(a.d, nb)
 	switch t {
 	case tensor.Q8_0:
-		a.nc = grow(a.nc, nb*8)
-		a.dx = grow(a.dx, nb*8)
+		if q8Major {
+			a.n, a.gw = n, min(n, 8)
+			padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
+			if n > 1 {
+				a.xb = grow(a.xb, padded*cols)
+			}
+			a.sb = grow(a.sb, padded*cols/tile)
+			a.db = grow(a.db, padded*cols/tile)
+		}
 	case tensor.Q4_0:
 		np := n * ((cols/tile + 1) / 2) // pairs in all rows
 		a.p = grow(a.p, 2*tile*np)
@@ -108,29 +125,64 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
 	switch t {
 	case tensor.Q8_0:
-		lanesImpl(a, b0, b1)
+		if q8Major {
+			a.major(bpr, lo, hi)
+		}
 	case tensor.Q4_0:
 		pairsImpl(a, cols, b0, b1)
 	}
 }
 
-// lanesImpl and pairsImpl are (*actQ8).lanes and pairs or vector versions
-// writing the same values (set from an init() in actq8_simd_amd64.go).
-var (
-	lanesImpl = (*actQ8).lanes
-	pairsImpl = (*actQ8).pairs
-)
+// q8Major is set by the selector when the Q8_0 kernels read actQ8's
+// block-major fields (xb, sb, db).
+var q8Major = false
 
-// lanes fills nc and dx of blocks [b0,b1) from q and d.
-func (a *actQ8) lanes(b0, b1 int) {
-	for b := b0; b < b1; b++ {
-		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
-		for k := range 8 {
-			l := q[4*k : 4*k+4]
-			a.nc[8*b+k] = -128 * (int32(l[0]) + int32(l[1]) + int32(l[2]) + int32(l[3]))
-			a.dx[8*b+k] = d
+// pairsImpl is (*actQ8).pairs or a vector version writing the same values
+// (set from an init() in actq8_simd_amd64.go).
+var pairsImpl = (*actQ8).pairs
+
+// majorAt is the index of input i's block b in xb, sb and db (nb blocks
+// per input).
+func (a *actQ8) majorAt(i, b, nb int) int {
+	return (i/a.gw)*nb*a.gw + b*a.gw + i%a.gw
+}
+
+// major fills xb, sb and db for input rows [lo,hi) (bpr blocks each).
+func (a *actQ8) major(bpr, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		k := a.majorAt(i, 0, bpr)
+		for b := 0; b < bpr; b, k = b+1, k+a.gw {
+			src := a.q[(i*bpr+b)*tile : (i*bpr+b+1)*tile]
+			if a.n > 1 {
+				copy(a.xb[k*tile:(k+1)*tile], src)
+			}
+			a.sb[k] = -128 * blockSum(src)
+			a.db[k] = a.d[i*bpr+b]
 		}
 	}
+}
+
+// blockSum is Σ q over a 32-value block, eight bytes at a time: each byte
+// biased to unsigned (x^0x80 = x+128), pairs and then fours of bytes added
+// in wider lanes (no carry can cross: 4·255 < 2^16), less 32·128.
+func blockSum(q []int8) int32 {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), tile)
+	const m8, m16 = 0x00ff00ff00ff00ff, 0x0000ffff0000ffff
+	var s uint64
+	for j := 0; j < tile; j += 8 {
+		v := binary.LittleEndian.Uint64(b[j:]) ^ 0x8080808080808080
+		v = v&m8 + v>>8&m8
+		s += v&m16 + v>>16&m16
+	}
+	return int32(s&0xffffffff+s>>32) - tile*128
+}
+
+// blocks is xb, or q when it is the same (one input).
+func (a *actQ8) blocks() []int8 {
+	if a.n == 1 {
+		return a.q
+	}
+	return a.xb
 }
 
 // pairs fills p, c and d4 for blocks [b0,b1) (whole rows) from q and d.

@@ -10,12 +10,12 @@ import (
 
 func init() {
 	addSelector(func(c isaLevel) {
-		quantizeBlockImpl, lanesImpl, pairsImpl = quantizeBlockQ8, (*actQ8).lanes, (*actQ8).pairs
+		quantizeBlockImpl, pairsImpl = quantizeBlockQ8, (*actQ8).pairs
 		if c >= isaAVX512 && archsimd.X86.AVX512() {
 			quantizeBlockImpl = quantizeBlockQ8AVX512
 		}
 		if c >= isaAVX2 && archsimd.X86.AVX2() {
-			lanesImpl, pairsImpl, archsimdRows = lanesAVX2, pairsAVX2, true
+			pairsImpl, archsimdRows = pairsAVX2, true
 		}
 	})
 }
@@ -25,16 +25,6 @@ func init() {
 func lane4(q []int8) archsimd.Int32x8 {
 	return archsimd.BroadcastUint8x32(1).DotProductPairsSaturated(archsimd.LoadInt8x32Slice(q[:tile])).
 		DotProductPairs(archsimd.BroadcastInt16x16(1))
-}
-
-// lanesAVX2 is (*actQ8).lanes with the lane sums in vectors: the scalar
-// loops were a tenth of a short Q8_0 prefill.
-func lanesAVX2(a *actQ8, b0, b1 int) {
-	zero := archsimd.BroadcastInt32x8(0)
-	for b := b0; b < b1; b++ {
-		zero.Sub(lane4(a.q[b*tile:]).ShiftAllLeft(7)).StoreSlice(a.nc[8*b : 8*b+8])
-		archsimd.BroadcastFloat32x8(a.d[b]).StoreSlice(a.dx[8*b : 8*b+8])
-	}
 }
 
 // pairsAVX2 is (*actQ8).pairs with vector lane sums and copies.

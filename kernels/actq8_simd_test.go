@@ -66,12 +66,12 @@ func TestLanesPairsAVX2(t *testing.T) {
 				var want, got actQ8
 				want.prepare(n, cols, dt)
 				got.prepare(n, cols, dt)
-				old1, old2 := lanesImpl, pairsImpl
-				lanesImpl, pairsImpl = (*actQ8).lanes, (*actQ8).pairs
+				old := pairsImpl
+				pairsImpl = (*actQ8).pairs
 				want.rows(x, cols, dt, 0, n)
-				lanesImpl, pairsImpl = lanesAVX2, pairsAVX2
+				pairsImpl = pairsAVX2
 				got.rows(x, cols, dt, 0, n)
-				lanesImpl, pairsImpl = old1, old2
+				pairsImpl = old
 				if diff := cmp.Diff(want, got, cmp.AllowUnexported(actQ8{})); diff != "" {
 					t.Fatalf("%v cols %d n %d (-scalar +vector):\n%s", dt, cols, n, diff)
 				}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -71,5 +72,27 @@ func TestQuantizeBlockQ8(t *testing.T) {
 				t.Fatalf("largest |x| (%v) not quantized to ±127 (d=%v)", amax, d)
 			}
 		})
+	}
+}
+
+func TestBlockSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 2))
+	q := make([]int8, tile)
+	for k := range 2000 {
+		var want int32
+		for j := range q {
+			switch {
+			case k == 0:
+				q[j] = -128
+			case k == 1:
+				q[j] = 127
+			default:
+				q[j] = int8(r.Uint32())
+			}
+			want += int32(q[j])
+		}
+		if got := blockSum(q); got != want {
+			t.Fatalf("blockSum(%v) = %d, want %d", q, got, want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 //
 //	AVX-512 F/BW/VL/DQ + FMA + F16C   F32/F16/BF16: 4×C tiles, 8-row decode
 //	  + VNNI                          Q8_0/Q4_0: VPDPBUSD          "avx512-vnni"
+//	                                  (Q8_0 also over PanelQ8_0 panels)
 //	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
 //	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
 //	anything else                     the generic Go kernels       "generic"
@@ -33,6 +34,7 @@ func selectMatrix(c isaLevel) {
 	matF32Impl, matF16Impl, matBF16Impl = matF32Generic, matF16Generic, matBF16Generic
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
+	matQ8_0PanelImpl, q8Major = nil, false
 	quantizeBlocksImpl = quantizeBlocks
 	implName, level = "generic", isaGeneric
 	if c >= isaAVX2 && cpuAVX2 {
@@ -45,6 +47,7 @@ func selectMatrix(c isaLevel) {
 		implName, level = "avx512", isaAVX512
 		if cpuVNNI {
 			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
+			matQ8_0PanelImpl, q8Major = matQ8_0VNNIPanel, true
 			implName = "avx512-vnni"
 		}
 	case c >= isaAVX2 && cpuAVX2:

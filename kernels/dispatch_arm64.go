@@ -34,7 +34,7 @@ func selectNEON(c isaLevel) {
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
 	quantizeBlocksImpl = quantizeBlocks
-	lanesImpl, pairsImpl = (*actQ8).lanes, (*actQ8).pairs
+	pairsImpl, q8Major = (*actQ8).pairs, false
 	attentionImpl = attentionGeneric
 	implName, level = "generic", isaGeneric
 	if c < isaNEON || !cpuNEON {
@@ -44,7 +44,7 @@ func selectNEON(c isaLevel) {
 	matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0NEON, matQ4_0NEON
 	quantizeBlocksImpl = quantizeBlocksNEON
 	// The NEON kernels read only actQ8's q and d: skip the amd64 layouts.
-	lanesImpl, pairsImpl = func(*actQ8, int, int) {}, func(*actQ8, int, int, int) {}
+	pairsImpl = func(*actQ8, int, int, int) {}
 	attentionImpl = attentionNEON
 	implName, level = "neon", isaNEON
 	if c >= isaDotProd && cpuDotProd {

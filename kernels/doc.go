@@ -47,8 +47,14 @@
 //   - Attention's score dots, softmax and value sums are assembly too
 //     (AVX2 and FMA, on both fast sets, head dims that are multiples of 8; the
 //     softmax's exp is the archsimd build's float32 polynomial, on 16 lanes
-//     with AVX-512). RMSNorm, RoPE and SwiGLU stay generic in the default
-//     build (SwiGLU was 5% of a 110m avx2 profile at 450 tokens of context).
+//     with AVX-512), and so is SwiGLU (swiglu_amd64.go, 8 lanes, the same
+//     exp). RMSNorm and RoPE stay generic in the default build.
+//   - Q8_0 on the VNNI set has one float order for both weight layouts
+//     (matq8_vnni_amd64.go): per (row, block) the exact integer dot, then
+//     acc = fma(float32(dot), dW·dX, acc) in block order. A Weight in
+//     Layout PanelQ8_0 (Repack, done in place by a store on bytes it owns)
+//     therefore gives the row-major weight's bits; the sets without a
+//     panel kernel honour the layout by copying panels back to rows.
 //   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
 //     an oracle and an opt-in, not as a dispatch target for the matrix
 //     products: the assembly tests compare the AVX-512 and AVX2 matrix

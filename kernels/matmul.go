@@ -78,7 +78,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 		matKQ(p, k, dst, w, x, n)
 		return
 	}
-	j := matJob{k: matKernelFor(w.DType), dt: w.DType, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
+	j := matJob{k: matKernelFor(w.DType), dt: w.DType, layout: w.Layout, dst: dst, w: w.Data, x: x, n: n, rows: w.Rows, cols: w.Cols}
 	locked := false
 	if j.ak = actKernelFor(w.DType); j.ak != nil {
 		// Quantize the activations once for the whole call, into scratch
@@ -105,8 +105,12 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 		}
 	}
 	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
-	if p == nil || p.threads == 1 || parts == 1 {
-		j.run(0, w.Rows)
+	units := w.Rows // what the threads split: rows, or panels of PanelRows
+	if w.Layout == PanelQ8_0 {
+		units = (w.Rows + PanelRows - 1) / PanelRows
+	}
+	if p == nil || p.threads == 1 || parts == 1 || units == 1 {
+		j.run(0, units)
 		return
 	}
 	if !locked {
@@ -114,7 +118,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 		defer p.mu.Unlock()
 	}
 	p.mat = j
-	p.forLocked(w.Rows, parts, p.matFn)
+	p.forLocked(units, parts, p.matFn)
 	p.mat = matJob{} // drop references to the caller's slices
 }
 
@@ -127,6 +131,7 @@ func MatVec(p *Pool, dst []float32, w Weight, x []float32) {
 type matJob struct {
 	k             matKernel // nil: the generic extension path, matExt(dt, …)
 	dt            tensor.DType
+	layout        Layout
 	ak            actKernel // when non-nil, used instead of k over xq
 	xq            *actQ8
 	dst, x        []float32
@@ -141,16 +146,33 @@ func (j *matJob) quant(lo, hi int) { j.xq.rows(j.x, j.cols, j.dt, lo, hi) }
 // than one thread (a var for tests).
 var parallelMinQuant = 1 << 14
 
+// run computes units [lo,hi): output rows, or for a PanelQ8_0 weight
+// panels of PanelRows rows (the last one short when Rows%16 > 0).
 func (j *matJob) run(lo, hi int) {
+	if j.layout != PanelQ8_0 {
+		j.rowMajor(j.dst, j.w, lo, hi)
+		return
+	}
+	lo, hi = lo*PanelRows, min(hi*PanelRows, j.rows)
+	if j.ak != nil && matQ8_0PanelImpl != nil {
+		matQ8_0PanelImpl(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
+		return
+	}
+	j.unpanelled(lo, hi)
+}
+
+// rowMajor runs the call's row-major kernel over rows [lo,hi) of w, with dst
+// laid out (n, j.rows) from the weight's row 0.
+func (j *matJob) rowMajor(dst []float32, w []byte, lo, hi int) {
 	if j.ak != nil {
-		j.ak(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
+		j.ak(dst, w, j.xq, j.n, j.rows, j.cols, lo, hi)
 		return
 	}
 	if j.k == nil {
-		matExt(j.dt, j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
+		matExt(j.dt, dst, w, j.x, j.n, j.rows, j.cols, lo, hi)
 		return
 	}
-	j.k(j.dst, j.w, j.x, j.n, j.rows, j.cols, lo, hi)
+	j.k(dst, w, j.x, j.n, j.rows, j.cols, lo, hi)
 }
 
 // actKernelFor is the int8-activation kernel for t, or nil.

@@ -2,85 +2,140 @@
 
 package kernels
 
-// matQ8_0VNNI is matQ8_0Fast in assembly with AVX-512 VNNI (VPDPBUSD), which
-// archsimd on Go 1.26 does not expose. It gives the same bits as matQ8_0Fast:
-// the same integer block sums, the same float32 product of the two scales,
-// the same fma chains (even blocks in the low half of a 512-bit accumulator,
-// odd blocks in the high half) and the same final lane sum (hsum8 of
-// even+odd).
+// The AVX-512 VNNI Q8_0 kernels, for both weight layouts (row-major as in
+// the file, and PanelQ8_0 made by Repack), in assembly (archsimd on Go 1.26
+// does not expose VPDPBUSD). Both give every output the same bits, the one
+// order of this kernel set:
 //
-// VPDPBUSD multiplies unsigned bytes by signed ones. The weights are made
-// unsigned by flipping their top bit (w+128) and the activations stay signed,
-// so a lane holds Σ(w+128)·x = Σw·x + 128·Σx; the 128·Σx term depends only on
-// the input and is subtracted by starting the lane from actQ8.nc = −128·Σx,
-// computed once per call. Per block and input that is one VPDPBUSD, a convert,
-// a multiply (actQ8.dx is each lane's activation scale, laid out like nc) and
-// an FMA, against five vector operations plus a scalar product and broadcast
-// in matQ8_0Fast.
+//	acc = 0
+//	for b := 0; b < nb; b++ {   // blocks in column order
+//		s := Σ_{j in b} qW(r,j)·qX(i,j)                 // exact int32
+//		acc = fma(float32(s), dW(r,b)·dX(i,b), acc)      // dW·dX one float32 product
+//	}
 //
-// Decode (n=1) walks rows r and r+h together (h half the range): two FMA
-// chains and two sequential weight streams far enough apart to sit in
-// different pages, which the hardware prefetchers follow (adjacent rows
-// interleave within a page and they do not; see matq_simd_amd64.go). Batches go by
-// tiles of 2 rows × 4 inputs: each weight pair is loaded and converted once
-// for four inputs, each input's 64 bytes once for two rows; 26 of the 32 Z
-// registers hold the tile. The rowBlock loop keeps a block of weight rows in
-// L2 while every tile of inputs passes over it.
+// with dW from the f16 scale (±Inf made NaN, quantScaleTable's rule) and
+// dX, qX from actQ8. The integer sum is exact whatever its grouping, so the
+// kernels may split it across lanes and chains freely; only the float chain
+// is fixed, and it depends on cols alone (batch invariance), never on n, on
+// the layout or on the thread split. The tiers test (ram: panels; mmap:
+// row-major) relies on that.
+//
+// Panels: one VPDPBUSD multiplies a group (4 values) of 16 rows by the same
+// 4 values of one input, broadcast from memory, so a block is 8 VPDPBUSD
+// per input for 16 rows, plus a convert, a multiply by the 16 scales (one
+// VCVTPH2PS per block for all inputs) and an FMA. Batches go by tiles of 8
+// inputs (then 4, then 1), each tile over a block of panels that stays in
+// L2 (rowBlock) while its activations stay in L1; decode (one input) walks
+// the panels front to back, one sequential stream.
+//
+// Row-major: rows r and r+h together (two far-apart sequential streams,
+// which the hardware prefetchers follow, as before panels), a 256-bit
+// VPDPBUSD per row and block, the two rows' lanes summed into one vector,
+// and one FMA per block for both rows. Used by the mmap tier, by streamed
+// ssd layers, and for the Rows%16 rows after the last panel.
+
+// matQ8_0VNNI computes output rows [lo,hi) of a row-major Q8_0 weight.
 func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
 	nb := cols / tile
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
 		return
 	}
+	if lo >= hi {
+		return
+	}
 	rb := nb * q8Blk
+	xb := xq.blocks()
 	// Everything the assembly touches, checked once.
 	_ = w[hi*rb-1]
 	_ = dst[(n-1)*rows+hi-1]
-	_ = xq.q[n*cols-1]
-	_ = xq.nc[n*cols/4-1]
-	_ = xq.dx[n*cols/4-1]
+	last := xq.majorAt(n-1, nb-1, nb) // the largest index of the call
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
 	step := rowBlock(rb)
 	if n == 1 {
 		step = hi - lo // no reuse to keep in L2: one pair of streams
 	}
+	xs, ss := xq.gw*tile, 4*xq.gw
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			m := (r1 - r0) &^ 1
-			if m > 0 {
-				q8VNNI2x4(&dst[i*rows+r0], rows, &w[r0*rb], rb, m, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], cols, nb)
-			}
-			if r := r0 + m; r < r1 {
-				for k := i; k < i+4; k++ {
-					q8VNNIRowsFar(&dst[k*rows+r], &w[r*rb], rb, 1, &xq.q[k*cols], &xq.nc[k*cols/4], &xq.dx[k*cols/4], nb, 0, 0)
-				}
-			}
-		}
-		for ; i < n; i++ {
-			// Rows r and r+h together (two chains, two far-apart weight
-			// streams), then a lone last row.
+		for i := 0; i < n; i++ {
+			k := xq.majorAt(i, 0, nb)
 			h := farRows(r1-r0, 2, rb)
 			if h > 0 {
-				q8VNNIRowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, h*rb, 4*h)
+				q8RowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, h*rb, 4*h)
 			}
 			for r := r0 + 2*h; r < r1; r++ {
-				q8VNNIRowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xq.q[i*cols], &xq.nc[i*cols/4], &xq.dx[i*cols/4], nb, 0, 0)
+				q8RowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, 0, 0)
 			}
 		}
 	}
 }
 
-// q8VNNIRowsFar writes dst[r] = row r of w · input and, dfar bytes on, the
-// same for the row far bytes after row r, for r in [0,nrows) (rows rb bytes
-// apart, nb blocks each). far = dfar = 0 computes a lone row (twice).
-//
-//go:noescape
-func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)
+// matQ8_0VNNIPanel computes output rows [lo,hi) of a PanelQ8_0 weight (lo
+// and hi on panel edges, or hi = rows).
+func matQ8_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	checkPanelSplit(rows, lo, hi)
+	nb := cols / tile
+	rb := nb * q8Blk
+	full := rows / PanelRows * PanelRows
+	if r := max(lo, full); r < hi {
+		matQ8_0VNNI(dst, w, xq, n, rows, cols, r, hi)
+	}
+	hi = min(hi, full)
+	if lo >= hi {
+		return
+	}
+	xb := xq.blocks()
+	_ = w[hi*rb-1]
+	_ = dst[(n-1)*rows+hi-1]
+	last := xq.majorAt(n-1, nb-1, nb)
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
+	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
+	if n == 1 {
+		step = hi - lo
+	}
+	for r0 := lo; r0 < hi; r0 += step {
+		np := (min(r0+step, hi) - r0) / PanelRows
+		wp := &w[r0*rb]
+		i, gw := 0, xq.gw
+		for ; i+8 <= n; i += 8 {
+			k := xq.majorAt(i, 0, nb)
+			q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		}
+		if i+4 <= n {
+			k := xq.majorAt(i, 0, nb)
+			q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+			i += 4
+		}
+		for ; i < n; i++ {
+			k := xq.majorAt(i, 0, nb)
+			q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		}
+	}
+}
 
-// q8VNNI2x4 writes dst[i·rows+r] = row r of w · input i for r in [0,nrows)
-// (nrows even) and i in 0..3, input i's x, nc and dx starting cols bytes
-// after input i−1's.
+// q8RowsFar writes dst[r] = row r of w · input and, dfar bytes on, the same
+// for the row far bytes after row r, for r in [0,nrows) (rows rb bytes
+// apart, nb blocks each); the input's block b at x+b·xs, its sb and db at
+// +b·ss bytes. far = dfar = 0 computes a lone row (twice).
 //
 //go:noescape
-func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int)
+func q8RowsFar(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int)
+
+// q8Panel8, q8Panel4 and q8Panel1 write dst[k·rows+16p+j] = row 16p+j of
+// the np panels at w · input k, for the tile's 8, 4 or 1 inputs k, whose
+// block b is at xb+b·32n (inputs side by side; n is actQ8.gw, the inputs
+// of a group), sb and db at +b·4n.
+//
+//go:noescape
+func q8Panel8(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+
+//go:noescape
+func q8Panel4(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+
+//go:noescape
+func q8Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)

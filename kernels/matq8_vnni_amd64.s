@@ -2,276 +2,263 @@
 
 #include "textflag.h"
 
-// Q8_0 weights against int8 activations with AVX-512 VNNI. See
-// matq8_vnni_amd64.go for the arithmetic and why it is bit-identical to
-// matQ8_0Fast. Register use in both kernels:
-//	Z31       0x80 in every byte (flips a signed weight byte to w+128)
-//	Z30       q8perm (see SCALES)
-// A pair of blocks (68 weight bytes) fills one Z register: block 2p in the low
-// 256 bits, block 2p+1 in the high ones, so the low and high halves of an
-// accumulator are matQ8_0Fast's even and odd chains.
+// Q8_0 weights against int8 activations with AVX-512 VNNI (VPDPBUSD). See
+// matq8_vnni_amd64.go for the arithmetic, the one order per output that
+// both weight layouts give, and the register plans.
+//
+// VPDPBUSD multiplies unsigned bytes by signed ones: the weights are made
+// unsigned (w+128, by XOR 0x80: Repack stores panels that way, the row-major
+// kernel flips each block as it loads it) and the activations stay signed,
+// so a lane sums Σ(w+128)·x = Σw·x + 128·Σx; the block's −128·Σx (actQ8.sb)
+// is added once to its integer total.
 
-// The block scales are f16, converted by VCVTPH2PS (exact), with ±Inf made
-// NaN as quantScaleTable does (an Inf scale gives NaN, never ±Inf, in
-// matQ8_0Fast). A 256 KiB table lookup per block cost half the decode speed
-// with real (varied) scales: BenchmarkQ8Layers, 27 GB/s with one scale value
-// everywhere, 14.7 GB/s with 4096 different ones.
+// NaN, for block scales that are ±Inf (quantScaleTable's rule).
 DATA q8nan<>+0(SB)/4, $0x7fc00000
 GLOBL q8nan<>(SB), RODATA|NOPTR, $4
 
-// q8perm spreads lane 0 over lanes 0–7 and lane 1 over lanes 8–15.
-DATA q8perm<>+0(SB)/8, $0
-DATA q8perm<>+8(SB)/8, $0
-DATA q8perm<>+16(SB)/8, $0
-DATA q8perm<>+24(SB)/8, $0
-DATA q8perm<>+32(SB)/8, $0x0000000100000001
-DATA q8perm<>+40(SB)/8, $0x0000000100000001
-DATA q8perm<>+48(SB)/8, $0x0000000100000001
-DATA q8perm<>+56(SB)/8, $0x0000000100000001
-GLOBL q8perm<>(SB), RODATA|NOPTR, $64
-
-// SCALES turns the f16 pair in AX (low 16 bits block 2p, high 16 block
-// 2p+1) into S: lanes 0–7 the first scale, 8–15 the second. Needs q8perm in
-// Z30; clobbers K3.
-#define SCALES(S, SX) \
-	VMOVD AX, SX; \
-	VCVTPH2PS SX, SX; \
-	VFPCLASSPSX $0x18, SX, K3; \
-	VBROADCASTSS q8nan<>(SB), K3, SX; \
-	VPERMPS S, Z30, S
-
-// PAIRW loads the pair of weight blocks at off(B) into Z as u8 (w+128) and
-// their scales into S.
-#define PAIRW(off, B, Z, Y, S, SX) \
-	VMOVDQU off+2(B), Y; \
-	VINSERTI32X8 $1, off+36(B), Z, Z; \
-	VPXORD Z31, Z, Z; \
-	MOVWLZX off(B), AX; \
-	MOVWLZX off+34(B), R15; \
-	SHLL $16, R15; \
-	ORL R15, AX; \
-	SCALES(S, SX)
-
-// TAILW is PAIRW for a lone last block: the high half of Z is 0x80 bytes
-// (multiplied by zeroed activations) and the high half of S is 0.
-#define TAILW(off, B, Z, Y, S, SX) \
-	VMOVDQU off+2(B), Y; \
-	VPXORD Z31, Z, Z; \
-	MOVWLZX off(B), AX; \
-	SCALES(S, SX)
-
-// STEP adds one pair's product of weight (W, scales SW) and input (X, NC,
-// DX) to ACC: ACC = fma(float32(Σ(w+128)·x − 128·Σx), SW·DX, ACC).
-#define STEP(W, SW, X, NC, DX, ACC, T, U) \
-	VMOVDQA32 NC, T; \
-	VPDPBUSD X, W, T; \
-	VCVTDQ2PS T, T; \
-	VMULPS DX, SW, U; \
-	VFMADD231PS U, T, ACC
-
-// HSUM leaves in X0-of-ACC the lane sum ((lo+hi) as hsum8 orders it):
-// a = lo8+hi8; b = a.lo4+a.hi4; (b0+b2)+(b1+b3). Clobbers Y24/X24.
-#define HSUM(Z, Y, X) \
-	VEXTRACTF32X8 $1, Z, Y24; \
-	VADDPS Y24, Y, Y; \
-	VEXTRACTF32X4 $1, Y, X24; \
-	VADDPS X24, X, X; \
-	VMOVHLPS X, X, X24; \
-	VADDPS X24, X, X; \
-	VMOVSHDUP X, X24; \
-	VADDSS X24, X, X
-
-// func q8VNNIRowsFar(dst *float32, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, nb, far, dfar int)
+// ---- Panels (Layout PanelQ8_0) ----
 //
-// Rows r and r+h of w (the second far bytes after the first) against one
-// input for r in [0,nrows), stored at dst[r] and dfar bytes after it: two
-// weight streams in different pages, which the prefetchers follow, and two
-// FMA chains (decode's kernel; far = dfar = 0 computes a lone row twice).
-TEXT ·q8VNNIRowsFar(SB), NOSPLIT, $0-80
-	MOVQ dst+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ rb+16(FP), R8
-	MOVQ nrows+24(FP), R9
-	MOVQ nb+56(FP), R13
-	MOVQ far+64(FP), R14
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z31
-	VMOVDQU32 q8perm<>(SB), Z30
-	TESTQ R9, R9
-	JZ fdone
+// A block of a panel is 544 bytes at BX: 16 f16 scales, then groups 0–7 of
+// the 16 rows (64 bytes each, w+128). Per block:
+//	Z0–Z7   the 8 groups
+//	Z8      the 16 rows' scales as float32 (±Inf made NaN)
+//	Z31     NaN in every lane
+// and per input k of the tile: T (int32, 16 rows) starts at sb, gains one
+// VPDPBUSD per group with the input's 4 values of that group broadcast,
+// is converted, and A (the row sums) = fma(T, dW·dX, A).
 
-frow:
-	MOVQ x+32(FP), R10
-	MOVQ nc+40(FP), R11
-	MOVQ dx+48(FP), R12
-	MOVQ SI, BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z10, Z10, Z10
-	MOVQ R13, DX
-	SHRQ $1, DX
-	JZ ftail
+// PBLOCK loads block BX's groups and scales.
+#define PBLOCK \
+	VCVTPH2PS (BX), Z8; \
+	VFPCLASSPSZ $0x18, Z8, K1; \
+	VMOVAPS Z31, K1, Z8; \
+	VMOVDQU32 32(BX), Z0; \
+	VMOVDQU32 96(BX), Z1; \
+	VMOVDQU32 160(BX), Z2; \
+	VMOVDQU32 224(BX), Z3; \
+	VMOVDQU32 288(BX), Z4; \
+	VMOVDQU32 352(BX), Z5; \
+	VMOVDQU32 416(BX), Z6; \
+	VMOVDQU32 480(BX), Z7
 
-fpair:
-	LEAQ (BX)(R14*1), CX
-	PREFETCHT0 512(BX) // DRAM: 1.2–1.4× with it (256–2048 tried)
-	PREFETCHT0 512(CX)
-	PAIRW(0, BX, Z1, Y1, Z2, X2)
-	PAIRW(0, CX, Z11, Y11, Z12, X12)
-	VMOVDQU64 (R10), Z6
-	VMOVDQU32 (R11), Z4
-	VMOVUPS (R12), Z5
-	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
-	STEP(Z11, Z12, Z6, Z4, Z5, Z10, Z17, Z18)
-	ADDQ $68, BX
-	ADDQ $64, R10
-	ADDQ $64, R11
-	ADDQ $64, R12
-	DECQ DX
-	JNZ fpair
+// PIN is input k of a tile: its block at xo(R10), sb and db at so(R11),
+// so(R12); T the integer accumulator, U a temporary, A the row sums.
+#define PIN(xo, so, T, U, A) \
+	VPBROADCASTD so(R11), T; \
+	VPDPBUSD.BCST xo+0(R10), Z0, T; \
+	VPDPBUSD.BCST xo+4(R10), Z1, T; \
+	VPDPBUSD.BCST xo+8(R10), Z2, T; \
+	VPDPBUSD.BCST xo+12(R10), Z3, T; \
+	VPDPBUSD.BCST xo+16(R10), Z4, T; \
+	VPDPBUSD.BCST xo+20(R10), Z5, T; \
+	VPDPBUSD.BCST xo+24(R10), Z6, T; \
+	VPDPBUSD.BCST xo+28(R10), Z7, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS.BCST so(R12), Z8, U; \
+	VFMADD231PS U, T, A
 
-ftail:
-	TESTQ $1, R13
-	JZ fsum
-	LEAQ (BX)(R14*1), CX
-	TAILW(0, BX, Z1, Y1, Z2, X2)
-	TAILW(0, CX, Z11, Y11, Z12, X12)
-	VMOVDQU (R10), Y6
-	VMOVDQU (R11), Y4
-	VMOVUPS (R12), Y5
-	STEP(Z1, Z2, Z6, Z4, Z5, Z0, Z7, Z8)
-	STEP(Z11, Z12, Z6, Z4, Z5, Z10, Z17, Z18)
+// PIN1 is PIN for a lone input, the groups split over two integer chains
+// (T and U; integer sums are exact, so the split changes no bit).
+#define PIN1(T, U, A) \
+	VPBROADCASTD (R11), T; \
+	VPXORD U, U, U; \
+	VPDPBUSD.BCST 0(R10), Z0, T; \
+	VPDPBUSD.BCST 4(R10), Z1, U; \
+	VPDPBUSD.BCST 8(R10), Z2, T; \
+	VPDPBUSD.BCST 12(R10), Z3, U; \
+	VPDPBUSD.BCST 16(R10), Z4, T; \
+	VPDPBUSD.BCST 20(R10), Z5, U; \
+	VPDPBUSD.BCST 24(R10), Z6, T; \
+	VPDPBUSD.BCST 28(R10), Z7, U; \
+	VPADDD U, T, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS.BCST (R12), Z8, U; \
+	VFMADD231PS U, T, A
 
-fsum:
-	HSUM(Z0, Y0, X0)
-	VMOVSS X0, (DI)
-	HSUM(Z10, Y10, X10)
-	MOVQ dfar+72(FP), AX
-	VMOVSS X10, (DI)(AX*1)
-	ADDQ $4, DI
-	ADDQ R8, SI
-	DECQ R9
-	JNZ frow
-
-fdone:
-	VZEROUPPER
+// PANEL defines name(dst *float32, rows int, w *byte, np, nb int, xb *int8,
+// sb *int32, db *float32, n int): np consecutive panels at w (nb blocks
+// each) against a tile of inputs whose block b is at xb+b·32n (the tile's
+// inputs side by side), sb and db at +b·4n; output (input k, panel row j)
+// at dst[k·rows + 16p + j]. ZERO zeroes the tile's sums, STEP runs its
+// inputs over block BX, STORE writes its sums.
+#define PANEL(name, ZERO, STEP, STORE) \
+TEXT name(SB), NOSPLIT, $0-72; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ rows+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ w+16(FP), BX; \
+	MOVQ np+24(FP), R9; \
+	MOVQ n+64(FP), R14; \
+	SHLQ $2, R14; \
+	MOVQ R14, R13; \
+	SHLQ $3, R13; \
+	MOVL $0x7fc00000, AX; \
+	VPBROADCASTD AX, Z31; \
+	TESTQ R9, R9; \
+	JZ done; \
+panel: \
+	MOVQ xb+40(FP), R10; \
+	MOVQ sb+48(FP), R11; \
+	MOVQ db+56(FP), R12; \
+	MOVQ nb+32(FP), DX; \
+	ZERO; \
+block: \
+	PREFETCHT0 1088(BX); \
+	PREFETCHT0 1152(BX); \
+	PREFETCHT0 1216(BX); \
+	PREFETCHT0 1280(BX); \
+	PREFETCHT0 1344(BX); \
+	PREFETCHT0 1408(BX); \
+	PREFETCHT0 1472(BX); \
+	PREFETCHT0 1536(BX); \
+	PREFETCHT0 1600(BX); \
+	PBLOCK; \
+	STEP; \
+	ADDQ $544, BX; \
+	ADDQ R13, R10; \
+	ADDQ R14, R11; \
+	ADDQ R14, R12; \
+	DECQ DX; \
+	JNZ block; \
+	STORE; \
+	ADDQ $64, DI; \
+	DECQ R9; \
+	JNZ panel; \
+done: \
+	VZEROUPPER; \
 	RET
 
-// LOADX4 loads 64 bytes at (P) of four inputs cols (R13) bytes apart into
-// Z0..Z3 of a group (given as four names). AX is scratch.
-#define LOADX4(P, A, B, C, D) \
-	VMOVDQU64 (P), A; \
-	VMOVDQU64 (P)(R13*1), B; \
-	VMOVDQU64 (P)(R13*2), C; \
-	LEAQ (P)(R13*2), AX; \
-	VMOVDQU64 (AX)(R13*1), D
+// Sums: Z10–Z17; integer accumulators Z18–Z25; temporaries Z26–Z29.
 
-// LOADY4 is LOADX4 for 32 bytes (the high halves zeroed).
-#define LOADY4(P, A, B, C, D) \
-	VMOVDQU32 (P), A; \
-	VMOVDQU32 (P)(R13*1), B; \
-	VMOVDQU32 (P)(R13*2), C; \
-	LEAQ (P)(R13*2), AX; \
-	VMOVDQU32 (AX)(R13*1), D
-
-// STEP8 is STEP for two weight rows (Z8/Z10, Z9/Z11) against four inputs
-// (x Z12–Z15, nc Z16–Z19, dx Z20–Z23) into Z0–Z3 (row 0) and Z4–Z7 (row 1).
+#define ZERO8 \
+	VPXORD Z10, Z10, Z10; VMOVAPS Z10, Z11; VMOVAPS Z10, Z12; VMOVAPS Z10, Z13; \
+	VMOVAPS Z10, Z14; VMOVAPS Z10, Z15; VMOVAPS Z10, Z16; VMOVAPS Z10, Z17
 #define STEP8 \
-	STEP(Z8, Z10, Z12, Z16, Z20, Z0, Z24, Z25); \
-	STEP(Z8, Z10, Z13, Z17, Z21, Z1, Z26, Z27); \
-	STEP(Z8, Z10, Z14, Z18, Z22, Z2, Z28, Z29); \
-	STEP(Z8, Z10, Z15, Z19, Z23, Z3, Z24, Z25); \
-	STEP(Z9, Z11, Z12, Z16, Z20, Z4, Z26, Z27); \
-	STEP(Z9, Z11, Z13, Z17, Z21, Z5, Z28, Z29); \
-	STEP(Z9, Z11, Z14, Z18, Z22, Z6, Z24, Z25); \
-	STEP(Z9, Z11, Z15, Z19, Z23, Z7, Z26, Z27)
+	PIN(0, 0, Z18, Z26, Z10); \
+	PIN(32, 4, Z19, Z27, Z11); \
+	PIN(64, 8, Z20, Z28, Z12); \
+	PIN(96, 12, Z21, Z29, Z13); \
+	PIN(128, 16, Z22, Z26, Z14); \
+	PIN(160, 20, Z23, Z27, Z15); \
+	PIN(192, 24, Z24, Z28, Z16); \
+	PIN(224, 28, Z25, Z29, Z17)
+#define STORE8 \
+	VMOVUPS Z10, (DI); \
+	VMOVUPS Z11, (DI)(R8*1); \
+	VMOVUPS Z12, (DI)(R8*2); \
+	LEAQ (DI)(R8*2), AX; \
+	VMOVUPS Z13, (AX)(R8*1); \
+	VMOVUPS Z14, (DI)(R8*4); \
+	LEAQ (DI)(R8*4), CX; \
+	VMOVUPS Z15, (CX)(R8*1); \
+	VMOVUPS Z16, (CX)(R8*2); \
+	LEAQ (CX)(R8*2), AX; \
+	VMOVUPS Z17, (AX)(R8*1)
 
-// func q8VNNI2x4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, nc *int32, dx *float32, cols, nb int)
+#define ZERO4 VPXORD Z10, Z10, Z10; VMOVAPS Z10, Z11; VMOVAPS Z10, Z12; VMOVAPS Z10, Z13
+#define STEP4 \
+	PIN(0, 0, Z18, Z26, Z10); \
+	PIN(32, 4, Z19, Z27, Z11); \
+	PIN(64, 8, Z20, Z28, Z12); \
+	PIN(96, 12, Z21, Z29, Z13)
+#define STORE4 \
+	VMOVUPS Z10, (DI); \
+	VMOVUPS Z11, (DI)(R8*1); \
+	VMOVUPS Z12, (DI)(R8*2); \
+	LEAQ (DI)(R8*2), AX; \
+	VMOVUPS Z13, (AX)(R8*1)
+
+#define ZERO1 VPXORD Z10, Z10, Z10
+#define STEP1 PIN1(Z18, Z19, Z10)
+#define STORE1 VMOVUPS Z10, (DI)
+
+PANEL(·q8Panel8, ZERO8, STEP8, STORE8)
+PANEL(·q8Panel4, ZERO4, STEP4, STORE4)
+PANEL(·q8Panel1, ZERO1, STEP1, STORE1)
+
+// ---- Row-major weights ----
+
+// func q8RowsFar(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int)
 //
-// Rows [0,nrows) (nrows even) of w against inputs 0–3: input i's
-// activations at x+i·cols, nc and dx at +i·cols bytes too; output (i, r) at
-// dst[i·rows+r].
-TEXT ·q8VNNI2x4(SB), NOSPLIT, $0-80
+// Rows r and r+h of w (the second far bytes after the first) against one
+// input for r in [0,nrows), stored at dst[r] and dfar bytes after it (two
+// weight streams in different pages, which the prefetchers follow; far =
+// dfar = 0 computes a lone row twice). The input's block b is at x+b·xs,
+// its sb and db at +b·ss. Per block, both rows:
+//	Y1/Y11   the rows' 32 weights as w+128
+//	Y6       the input's 32 values
+//	Y2/Y12   VPDPBUSD lanes, summed into lane 0 (row r) and lane 4 (row
+//	         r+h) of Y3, plus sb, converted
+//	Y5       the rows' scales (lanes 0, 4) times dX
+//	Y0       the two sums: fma(Y3, Y5, Y0)
+TEXT ·q8RowsFar(SB), NOSPLIT, $0-96
 	MOVQ dst+0(FP), DI
-	MOVQ w+16(FP), SI
-	MOVQ rb+24(FP), R8
-	MOVQ nrows+32(FP), R9
-	MOVQ cols+64(FP), R13
+	MOVQ w+8(FP), SI
+	MOVQ nrows+24(FP), R9
+	MOVQ far+80(FP), R14
 	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z31
-	VMOVDQU32 q8perm<>(SB), Z30
+	VPBROADCASTD AX, Y30
+	MOVL $0x7fc00000, AX
+	VPBROADCASTD AX, Y29
 	TESTQ R9, R9
-	JZ tdone
+	JZ rdone
 
-trow:
-	MOVQ x+40(FP), R10
-	MOVQ nc+48(FP), R11
-	MOVQ dx+56(FP), R12
+rrow:
+	MOVQ x+32(FP), R10
+	MOVQ sb+40(FP), R11
+	MOVQ db+48(FP), R12
+	MOVQ xs+56(FP), R13
+	MOVQ ss+64(FP), R8
 	MOVQ SI, BX
-	VPXORD Z0, Z0, Z0
-	VMOVAPS Z0, Z1
-	VMOVAPS Z0, Z2
-	VMOVAPS Z0, Z3
-	VMOVAPS Z0, Z4
-	VMOVAPS Z0, Z5
-	VMOVAPS Z0, Z6
-	VMOVAPS Z0, Z7
+	LEAQ (SI)(R14*1), CX
+	VPXORD Y0, Y0, Y0
 	MOVQ nb+72(FP), DX
-	SHRQ $1, DX
-	JZ ttail
 
-tpair:
-	LOADX4(R10, Z12, Z13, Z14, Z15)
-	LOADX4(R11, Z16, Z17, Z18, Z19)
-	LOADX4(R12, Z20, Z21, Z22, Z23)
-	PAIRW(0, BX, Z8, Y8, Z10, X10)
-	ADDQ R8, BX
-	PAIRW(0, BX, Z9, Y9, Z11, X11)
-	SUBQ R8, BX
-	STEP8
-	ADDQ $68, BX
-	ADDQ $64, R10
-	ADDQ $64, R11
-	ADDQ $64, R12
+rblock:
+	PREFETCHT0 512(BX)
+	PREFETCHT0 512(CX)
+	VPXORD 2(BX), Y30, Y1
+	VPXORD 2(CX), Y30, Y11
+	VMOVDQU (R10), Y6
+	VPXORD Y2, Y2, Y2
+	VPXORD Y12, Y12, Y12
+	VPDPBUSD Y6, Y1, Y2
+	VPDPBUSD Y6, Y11, Y12
+	VPERM2I128 $0x20, Y12, Y2, Y3
+	VPERM2I128 $0x31, Y12, Y2, Y4
+	VPADDD Y4, Y3, Y3
+	VPSHUFD $0x4E, Y3, Y4
+	VPADDD Y4, Y3, Y3
+	VPSHUFD $0xB1, Y3, Y4
+	VPADDD Y4, Y3, Y3
+	VPADDD.BCST (R11), Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	MOVWLZX (BX), AX
+	MOVWLZX (CX), R15
+	VMOVQ AX, X5
+	VPINSRW $4, R15, X5, X5
+	VCVTPH2PS X5, Y5
+	VFPCLASSPSY $0x18, Y5, K1
+	VMOVAPS Y29, K1, Y5
+	VMULPS.BCST (R12), Y5, Y5
+	VFMADD231PS Y5, Y3, Y0
+	ADDQ $34, BX
+	ADDQ $34, CX
+	ADDQ R13, R10
+	ADDQ R8, R11
+	ADDQ R8, R12
 	DECQ DX
-	JNZ tpair
+	JNZ rblock
 
-ttail:
-	MOVQ nb+72(FP), DX
-	TESTQ $1, DX
-	JZ tsum
-	LOADY4(R10, Y12, Y13, Y14, Y15)
-	LOADY4(R11, Y16, Y17, Y18, Y19)
-	LOADY4(R12, Y20, Y21, Y22, Y23)
-	TAILW(0, BX, Z8, Y8, Z10, X10)
-	ADDQ R8, BX
-	TAILW(0, BX, Z9, Y9, Z11, X11)
-	STEP8
-
-tsum:
-	HSUM(Z0, Y0, X0)
-	HSUM(Z1, Y1, X1)
-	HSUM(Z2, Y2, X2)
-	HSUM(Z3, Y3, X3)
-	HSUM(Z4, Y4, X4)
-	HSUM(Z5, Y5, X5)
-	HSUM(Z6, Y6, X6)
-	HSUM(Z7, Y7, X7)
-	MOVQ rows+8(FP), AX
-	SHLQ $2, AX
 	VMOVSS X0, (DI)
-	VMOVSS X4, 4(DI)
+	VEXTRACTF128 $1, Y0, X1
+	MOVQ dfar+88(FP), AX
 	VMOVSS X1, (DI)(AX*1)
-	VMOVSS X5, 4(DI)(AX*1)
-	VMOVSS X2, (DI)(AX*2)
-	VMOVSS X6, 4(DI)(AX*2)
-	LEAQ (DI)(AX*2), R15
-	VMOVSS X3, (R15)(AX*1)
-	VMOVSS X7, 4(R15)(AX*1)
-	ADDQ $8, DI
-	LEAQ (SI)(R8*2), SI
-	SUBQ $2, R9
-	JNZ trow
+	ADDQ $4, DI
+	ADDQ rb+16(FP), SI
+	DECQ R9
+	JNZ rrow
 
-tdone:
+rdone:
 	VZEROUPPER
 	RET

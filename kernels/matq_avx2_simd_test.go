@@ -65,7 +65,9 @@ func TestQuantAVX2MatchesFast(t *testing.T) {
 						xq := q4VNNIActs(r, n, cols, special)
 						if dt == tensor.Q8_0 { // the same values, Q8_0's layout
 							xq.prepare(n, cols, dt)
-							lanesImpl(xq, 0, n*cols/tile)
+							if q8Major {
+								xq.major(cols/tile, 0, n)
+							}
 						}
 						for _, blk := range []int{256 << 10, 3 * cols / tile * dt.BlockBytes()} {
 							rowBlockBytes = blk

@@ -2,13 +2,16 @@ package kernels
 
 import "github.com/sluicehq/sluice/tensor"
 
-// Weight is a row-major matrix of Rows outputs by Cols inputs, stored in DType
-// layout (GGUF blocks for quantized types; each row starts on a block boundary).
-// Data is usually a slice of an mmap'd file: kernels never write to it.
+// Weight is a matrix of Rows outputs by Cols inputs, stored in DType layout
+// (GGUF blocks for quantized types; each row starts on a block boundary),
+// row-major unless Layout says otherwise. Data is usually a slice of an
+// mmap'd file: kernels never write to it (Repack, called by a store on bytes
+// it owns, is the one function that does).
 type Weight struct {
 	DType      tensor.DType
 	Data       []byte
 	Rows, Cols int
+	Layout     Layout // RowMajor (the zero value) or what Repack made
 }
 
 // RopeStyle is how a head's dimensions are paired for rotation.

@@ -24,5 +24,15 @@ func (w Weight) Validate() error {
 		return fmt.Errorf("kernels: weight %d×%d %v: %d data bytes, want at least %d: %w",
 			w.Rows, w.Cols, w.DType, len(w.Data), need, ErrBadWeight)
 	}
+	switch w.Layout {
+	case RowMajor:
+	case PanelQ8_0:
+		if !Repackable(w.DType, w.Rows, w.Cols) {
+			return fmt.Errorf("kernels: weight %d×%d %v: layout %v needs Q8_0 with at least %d rows: %w",
+				w.Rows, w.Cols, w.DType, w.Layout, PanelRows, ErrBadWeight)
+		}
+	default:
+		return fmt.Errorf("kernels: weight %d×%d %v: unknown layout %v: %w", w.Rows, w.Cols, w.DType, w.Layout, ErrBadWeight)
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/offload"
+	"github.com/sluicehq/sluice/tensor"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -60,6 +61,9 @@ func Load(ctx context.Context, o LoadOptions) (*Loaded, error) {
 		Budget:   o.Budget,
 		Timeline: o.Timeline,
 		ReadAt:   o.ReadAt,
+		// Q8_0 matrices in the panel layout where the kernel set has a
+		// panel kernel (in place, where the store owns the bytes).
+		Panels: kernels.Panels(tensor.Q8_0),
 	})
 	if err != nil {
 		return nil, err

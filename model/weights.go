@@ -28,13 +28,14 @@ func CheckShape(file string, r offload.Ref, want ...int) error {
 	return nil
 }
 
-// Matrix pins r and views it as a kernel weight. Release the Pinned when done.
+// Matrix pins r and views it as a kernel weight, in the layout the store
+// keeps it in (offload.LayoutOf). Release the Pinned when done.
 func Matrix(ctx context.Context, w offload.Store, r offload.Ref) (kernels.Weight, offload.Pinned, error) {
 	p, err := w.Acquire(ctx, r)
 	if err != nil {
 		return kernels.Weight{}, nil, err
 	}
-	return kernels.Weight{DType: r.DType, Data: p.Bytes(), Rows: r.Rows(), Cols: r.Cols()}, p, nil
+	return kernels.Weight{DType: r.DType, Data: p.Bytes(), Rows: r.Rows(), Cols: r.Cols(), Layout: offload.LayoutOf(p)}, p, nil
 }
 
 // Vector pins a 1-D tensor and returns it as float32. F32 data is viewed in
@@ -50,6 +51,13 @@ func Vector(ctx context.Context, w offload.Store, r offload.Ref, buf *[]float32)
 	}
 	n = r.Cols() * r.Rows()
 	*buf = Grow(*buf, n)
+	if l := offload.LayoutOf(p); l != kernels.RowMajor {
+		m := kernels.Weight{DType: r.DType, Data: p.Bytes(), Rows: r.Rows(), Cols: r.Cols(), Layout: l}
+		for i := range m.Rows {
+			kernels.DecodeRow((*buf)[i*m.Cols:(i+1)*m.Cols], m, i)
+		}
+		return *buf, p, nil
+	}
 	tensor.DequantizeRow(*buf, p.Bytes(), r.DType, n)
 	return *buf, p, nil
 }
@@ -63,8 +71,7 @@ func F32View(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
-// Row decodes row i of a matrix into dst.
+// Row decodes row i of a matrix into dst, whatever its layout.
 func Row(dst []float32, m kernels.Weight, i int) {
-	rb, _ := m.DType.RowBytes(m.Cols)
-	tensor.DequantizeRow(dst, m.Data[int64(i)*rb:], m.DType, m.Cols)
+	kernels.DecodeRow(dst, m, i)
 }

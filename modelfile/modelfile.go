@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/compress/lora"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/tensor"
@@ -63,17 +64,27 @@ func WriteMerged(ctx context.Context, l *model.Loaded, path string, adapters ...
 		}
 		pins = append(pins, p)
 		ms := mods[t.Name]
-		if len(ms) == 0 && src.Format == model.GGUF {
-			return p.Bytes(), nil, nil
-		}
 		rows, cols := r.Rows(), r.Cols()
+		// The store may hold a matrix in a kernel layout (offload.LayoutOf):
+		// kernels.RowBytes and DecodeRow give the file's rows back.
+		kw := kernels.Weight{DType: t.DType, Data: p.Bytes(), Rows: rows, Cols: cols, Layout: offload.LayoutOf(p)}
+		if len(ms) == 0 && src.Format == model.GGUF {
+			if kw.Layout == kernels.RowMajor {
+				return p.Bytes(), nil, nil
+			}
+			raw := make([]byte, len(p.Bytes()))
+			rb := len(raw) / rows
+			for i := range rows {
+				kernels.RowBytes(raw[i*rb:], kw, i)
+			}
+			return raw, nil, nil
+		}
 		w := make([]float32, rows*cols)
-		rb, err := t.DType.RowBytes(cols)
-		if err != nil {
+		if _, err := t.DType.RowBytes(cols); err != nil {
 			return nil, nil, fmt.Errorf("modelfile: %s: tensor %s: %w", src.Path, t.Name, err)
 		}
 		for i := range rows { // row by row: grouped layouts restart their groups on every row
-			tensor.DequantizeRow(w[i*cols:(i+1)*cols], p.Bytes()[int64(i)*rb:], t.DType, cols)
+			kernels.DecodeRow(w[i*cols:(i+1)*cols], kw, i)
 		}
 		for _, m := range ms {
 			if err := m.Merge(w, rows, cols); err != nil {

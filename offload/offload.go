@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -34,6 +35,9 @@ type Ref struct {
 // Rows and Cols view the tensor as a matrix (Cols = innermost dimension).
 func (r Ref) Rows() int { return tensor.Info{Shape: r.Shape}.Rows() }
 func (r Ref) Cols() int { return tensor.Info{Shape: r.Shape}.Cols() }
+
+// info is r as a tensor.Info (name, type, shape).
+func (r Ref) info() tensor.Info { return tensor.Info{Name: r.Name, DType: r.DType, Shape: r.Shape} }
 
 // Valid reports whether r names a tensor (the zero Ref does not).
 func (r Ref) Valid() bool { return r.Name != "" }
@@ -147,8 +151,47 @@ type Options struct {
 	ReadAt ReadAtFunc
 	// Timeline records per-layer read and compute spans (Timeliner).
 	Timeline bool
+	// Panels lays out every Q8_0 matrix the kernels can (kernels.Repackable)
+	// in their panel layout (kernels.Repack), in place, where the store owns
+	// the bytes: the RAM tier at Open and the ssd tier's pinned set at Plan
+	// (not its streamed layers: repacking each after its read cost more
+	// than it gave). mmap'd bytes are never written.
+	// Pinned views of such a tensor report kernels.PanelQ8_0 (LayoutOf).
+	// Set it when kernels.Panels(tensor.Q8_0): a kernel set without a
+	// panel kernel gives the same bits, but slower.
+	Panels bool
 
 	poison bool // tests: fill a ring buffer with 0xff before each read
+}
+
+// Laid is a Pinned whose bytes may be in a kernel layout other than the
+// file's (Options.Panels). A Store that wraps another and hands out its own
+// Pinned over the inner one's bytes must pass the layout on.
+type Laid interface {
+	Layout() kernels.Layout
+}
+
+// LayoutOf is the layout of p's bytes: kernels.RowMajor unless p says
+// otherwise. Readers of raw bytes must honour it (kernels.RowBytes,
+// kernels.DecodeRow).
+func LayoutOf(p Pinned) kernels.Layout {
+	if l, ok := p.(Laid); ok {
+		return l.Layout()
+	}
+	return kernels.RowMajor
+}
+
+// repack lays out b (the bytes of tensor t) for the kernels when panels is
+// set and the kernels can, and returns the layout it is left in.
+func repack(panels bool, t tensor.Info, b []byte) (kernels.Layout, error) {
+	if !panels || !kernels.Repackable(t.DType, t.Rows(), t.Cols()) || len(t.Shape) < 2 {
+		return kernels.RowMajor, nil
+	}
+	w, err := kernels.Repack(kernels.Weight{DType: t.DType, Data: b, Rows: t.Rows(), Cols: t.Cols()})
+	if err != nil {
+		return kernels.RowMajor, fmt.Errorf("offload: tensor %q: %w", t.Name, err)
+	}
+	return w.Layout, nil
 }
 
 // Stats counts store traffic.
@@ -301,7 +344,16 @@ func Open(ctx context.Context, o Options) (Store, error) {
 			}
 			s.index[t.Name] = Ref{Name: t.Name, DType: t.DType, Shape: t.Shape, File: fi, Offset: t.Offset, Size: t.Size}
 			end := t.Offset + t.Size
-			s.views[viewKey{fi, t.Offset, t.Size}] = &view{mf.data[t.Offset:end:end]}
+			v := &view{b: mf.data[t.Offset:end:end]}
+			if !mf.mapped {
+				l, err := repack(o.Panels, t, v.b)
+				if err != nil {
+					s.Close()
+					return nil, fmt.Errorf("offload: %s: %w", f.Path, err)
+				}
+				v.layout = l
+			}
+			s.views[viewKey{fi, t.Offset, t.Size}] = v
 		}
 	}
 	o.Logger.Debug().Int("files", len(s.files)).Int("tensors", len(s.index)).Str("tier", o.Tier.String()).Msg("store open")
@@ -378,11 +430,16 @@ type viewKey struct {
 	off, size int64
 }
 
-// view is a resident tensor of the RAM or mmap tier: nothing to pin.
-type view struct{ b []byte }
+// view is a resident tensor of the RAM or mmap tier (or the ssd tier's
+// pinned set): nothing to pin.
+type view struct {
+	b      []byte
+	layout kernels.Layout
+}
 
-func (v *view) Bytes() []byte { return v.b }
-func (v *view) Release()      {}
+func (v *view) Bytes() []byte          { return v.b }
+func (v *view) Release()               {}
+func (v *view) Layout() kernels.Layout { return v.layout }
 
 func (s *memStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 	if s.closed.Load() {
@@ -400,7 +457,7 @@ func (s *memStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 		return v, nil
 	}
 	end := r.Offset + r.Size // a Ref made by hand for a range no tensor names
-	return &view{data[r.Offset:end:end]}, nil
+	return &view{b: data[r.Offset:end:end]}, nil
 }
 
 func (s *memStore) Prefetch(refs ...Ref) { s.hints.Add(int64(len(refs))) }

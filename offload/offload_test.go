@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -137,5 +138,58 @@ func TestAcquireDoesNotAllocate(t *testing.T) {
 		p.Release()
 	}); n != 0 {
 		t.Errorf("Acquire allocates %v times", n)
+	}
+}
+
+// Options.Panels repacks a Q8_0 matrix in the RAM tier (and reports it),
+// never in the mmap tier, and leaves what cannot be repacked alone; the
+// file's rows come back from the panel bytes.
+func TestPanels(t *testing.T) {
+	const rows, cols = 20, 64
+	rb := cols / 32 * tensor.Q8_0BlockLen
+	data := make([]byte, 64+rows*rb)
+	for i := range data {
+		data[i] = byte(i*13 + i/7)
+	}
+	for o := 64; o < len(data); o += tensor.Q8_0BlockLen {
+		data[o], data[o+1] = 0x00, 0x30 // finite scales
+	}
+	path := writeFile(t, data)
+	infos := []tensor.Info{
+		{Name: "m", DType: tensor.Q8_0, Shape: []int{rows, cols}, Offset: 64, Size: int64(rows * rb)},
+		{Name: "v", DType: tensor.F32, Shape: []int{4}, Offset: 0, Size: 16},
+	}
+	for _, c := range []struct {
+		tier Tier
+		want kernels.Layout
+	}{{RAM, kernels.PanelQ8_0}, {Mmap, kernels.RowMajor}} {
+		s, err := Open(context.Background(), Options{Files: []File{{Path: path, Tensors: infos}}, Tier: c.tier, Panels: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := s.Lookup("m")
+		p, err := s.Acquire(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := LayoutOf(p); got != c.want {
+			t.Fatalf("%v: layout %v, want %v", c.tier, got, c.want)
+		}
+		w := kernels.Weight{DType: r.DType, Data: p.Bytes(), Rows: rows, Cols: cols, Layout: LayoutOf(p)}
+		if c.want == kernels.PanelQ8_0 && bytes.Equal(p.Bytes(), data[64:]) {
+			t.Fatalf("%v: bytes unchanged by the repack", c.tier)
+		}
+		buf := make([]byte, rb)
+		for i := range rows {
+			if !bytes.Equal(kernels.RowBytes(buf, w, i), data[64+i*rb:64+(i+1)*rb]) {
+				t.Fatalf("%v: row %d differs from the file's", c.tier, i)
+			}
+		}
+		rv, _ := s.Lookup("v")
+		pv, _ := s.Acquire(context.Background(), rv)
+		if LayoutOf(pv) != kernels.RowMajor || !bytes.Equal(pv.Bytes(), data[:16]) {
+			t.Fatalf("%v: a vector was repacked", c.tier)
+		}
+		s.Close()
 	}
 }

@@ -109,8 +109,14 @@ func New(ctx context.Context, src *model.Source, store offload.Store, seqLen int
 		if err != nil {
 			return nil, fmt.Errorf("ref: %s: %s: %w", src.Path, name, err)
 		}
+		// A store may keep a matrix in a kernel layout (offload.LayoutOf):
+		// model.Row decodes the file's rows from any of them.
+		m := kernels.Weight{DType: r.DType, Data: p.Bytes(), Rows: rows, Cols: cols, Layout: offload.LayoutOf(p)}
+		if len(p.Bytes()) < rows*int(rb) {
+			return nil, fmt.Errorf("ref: %s: %s: %d bytes, want %d", src.Path, name, len(p.Bytes()), rows*int(rb))
+		}
 		for i := range rows {
-			tensor.DequantizeRow(out[i*cols:(i+1)*cols], p.Bytes()[int64(i)*rb:], r.DType, cols)
+			model.Row(out[i*cols:(i+1)*cols], m, i)
 		}
 		return out, nil
 	}
