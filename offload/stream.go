@@ -87,7 +87,7 @@ type entry struct {
 
 // layerPlan is one layer: its tensors and how they are read.
 type layerPlan struct {
-	pos     int // stream position, -1 pinned
+	pos     int      // stream position, -1 pinned
 	tensors []*entry // in file order
 	order   []*entry // as Layout listed them: the order the block acquires them
 	segs    []segment
@@ -115,9 +115,9 @@ type streamStore struct {
 	// readAhead: a Prefetch hint was given, so Acquire and Release keep
 	// the window's reads queued (fill).
 	readAhead bool
-	jobs chan *load
-	quit chan struct{}
-	wg   sync.WaitGroup
+	jobs      chan *load
+	quit      chan struct{}
+	wg        sync.WaitGroup
 
 	closed                          atomic.Bool
 	acq, hints, loads, late, direct atomic.Int64
