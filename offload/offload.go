@@ -222,7 +222,8 @@ func (s Stats) Resident() int64 { return s.Pinned + s.RingBytes }
 
 // Layout is what a model tells a Planner about its weights.
 type Layout struct {
-	// Layers[i] are block i's tensors; blocks run in this order every pass.
+	// Layers[i] are block i's tensors, in the order the block acquires
+	// them; blocks run in this order every pass.
 	Layers [][]Ref
 	// Rows are tensors read only a row at a time (an embedding the output
 	// head does not share): through RowReader, never held whole.

@@ -37,8 +37,18 @@ import (
 // (more than 1/16 of it) is its own stream position, the small ones (norms,
 // a narrow attention) join the pinned set. A block holds all its tensors
 // until it ends, so the ring then has at least as many buffers as a layer
-// has large tensors (k), each the size of the largest; a (k+1)th buffer is
-// what lets a read overlap the compute of the layer before.
+// has large tensors (k), each the size of the largest; a (k+1)th buffer
+// lets a read overlap the compute of the layer before.
+//
+// Read ahead. Once a Prefetch hint has been given (prefetch is on), the
+// store keeps the window full as the compute moves through it: each
+// Acquire of a new stream position, and each release of a buffer's last
+// pin, queues reads of the nearest positions of the window not yet
+// resident or queued, into buffers no one holds. So with split layers, a
+// block that releases a tensor as soon as it is done with it (llama's
+// gate and up before down) has the next tensors read while it computes,
+// even with only k buffers. Reads are queued nearest first and only into
+// free buffers, so the loader never waits on a pinned buffer for them.
 
 // slot is one ring buffer.
 type slot struct {
@@ -77,8 +87,9 @@ type entry struct {
 
 // layerPlan is one layer: its tensors and how they are read.
 type layerPlan struct {
-	pos     int // stream position, -1 pinned
-	tensors []*entry
+	pos     int      // stream position, -1 pinned
+	tensors []*entry // in file order
+	order   []*entry // as Layout listed them: the order the block acquires them
 	segs    []segment
 	bytes   int64 // buffer bytes
 }
@@ -101,9 +112,12 @@ type streamStore struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	cur  int // stream position last acquired
-	jobs chan *load
-	quit chan struct{}
-	wg   sync.WaitGroup
+	// readAhead: a Prefetch hint was given, so Acquire and Release keep
+	// the window's reads queued (fill).
+	readAhead bool
+	jobs      chan *load
+	quit      chan struct{}
+	wg        sync.WaitGroup
 
 	closed                          atomic.Bool
 	acq, hints, loads, late, direct atomic.Int64
@@ -179,6 +193,7 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 			e.layer, e.unit = li, li
 			lp.tensors = append(lp.tensors, e)
 		}
+		lp.order = slices.Clone(lp.tensors)
 		sortEntries(lp.tensors)
 		lp.segs, lp.bytes = layout(lp.tensors, 0)
 		s.layers = append(s.layers, lp)
@@ -307,14 +322,16 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 }
 
 // splitLayers plans stream units of single tensors: every large tensor of
-// a layer (more than 1/16 of its bytes) in layer order; the others are
+// a layer (more than 1/16 of its bytes), layer after layer, each layer's in
+// the order its block acquires them (Layout's), so that the read ahead is
+// of the tensor the compute needs next; the others are
 // returned as small (to pin), with the most large tensors one layer has.
 // It changes no entry (the plan is taken only when its minimum is lower);
 // the layout of a unit is computed afresh when it is pinned.
 func splitLayers(layers []*layerPlan) (units []*layerPlan, small []*entry, k int) {
 	for _, lp := range layers {
 		n := 0
-		for _, e := range lp.tensors {
+		for _, e := range lp.order {
 			if e.ref.Size*16 <= lp.bytes {
 				small = append(small, e)
 				continue
@@ -383,7 +400,10 @@ func (s *streamStore) find(p int) (*slot, *load) {
 // read starts at once) and returns it, or nil when none is free; mu held.
 // A demand read of the current layer may take the buffer of the furthest
 // protected layer when nothing else is left.
-func (s *streamStore) schedule(p int) *load {
+func (s *streamStore) schedule(p int) *load { return s.scheduleIn(p, false) }
+
+// scheduleIn is schedule; free: only into a buffer no Pinned holds.
+func (s *streamStore) scheduleIn(p int, free bool) *load {
 	score := func(sl *slot) int {
 		switch {
 		case sl.cur < 0:
@@ -395,14 +415,14 @@ func (s *streamStore) schedule(p int) *load {
 	}
 	var best *slot
 	for _, sl := range s.slots {
-		if sl.pending != nil || sl.cur >= 0 && s.protected(sl.cur) {
+		if sl.pending != nil || sl.cur >= 0 && s.protected(sl.cur) || free && sl.pins > 0 {
 			continue
 		}
 		if best == nil || score(sl) < score(best) {
 			best = sl
 		}
 	}
-	if best == nil && p == s.cur {
+	if best == nil && p == s.cur && !free {
 		for _, sl := range s.slots {
 			if sl.pending == nil && sl.pins == 0 && (best == nil || s.dist(s.cur, sl.cur) > s.dist(s.cur, best.cur)) {
 				best = sl
@@ -416,6 +436,24 @@ func (s *streamStore) schedule(p int) *load {
 	best.pending = ld
 	s.jobs <- ld // never blocks: one queued read per buffer, and the channel holds one per buffer
 	return ld
+}
+
+// fill queues reads of the window's positions, nearest first, that are
+// neither resident nor queued, into free buffers, until one finds none; a
+// no-op until a Prefetch hint turns read-ahead on; mu held.
+func (s *streamStore) fill() {
+	if !s.readAhead || s.cur < 0 || s.closed.Load() {
+		return
+	}
+	for i := 1; i <= len(s.slots); i++ {
+		p := (s.cur + i) % len(s.stream)
+		if sl, ld := s.find(p); sl != nil || ld != nil {
+			continue
+		}
+		if s.scheduleIn(p, true) == nil {
+			return
+		}
+	}
 }
 
 func (s *streamStore) loader() {
@@ -518,6 +556,7 @@ func (p *slotPin) Release() {
 	p.sl.pins--
 	if p.sl.pins == 0 {
 		s.cond.Broadcast()
+		s.fill()
 	}
 	if p.e != nil {
 		s.tl.Load().released(p.e.layer)
@@ -570,15 +609,19 @@ func (s *streamStore) Acquire(ctx context.Context, r Ref) (Pinned, error) {
 			}
 			p.sl, p.held, p.e = sl, true, e
 			p.b = sl.buf[e.at : e.at+e.ref.Size : e.at+e.ref.Size]
+			s.fill()
 			s.mu.Unlock()
 			if waited {
-				s.waitNanos.Add(int64(time.Since(t0)))
+				t1 := time.Now()
+				s.waitNanos.Add(int64(t1.Sub(t0)))
+				s.tl.Load().resumed(t1)
 			}
 			return p, nil
 		}
 		if !waited {
 			waited, t0 = true, time.Now()
 			s.late.Add(1)
+			s.tl.Load().waiting(t0)
 		}
 		if ld == nil {
 			ld = s.schedule(lp.pos)
@@ -680,6 +723,7 @@ func (s *streamStore) Prefetch(refs ...Ref) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.readAhead = true
 	from := s.cur
 	if from < 0 {
 		from = len(s.stream) - 1

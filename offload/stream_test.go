@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -288,5 +289,86 @@ func TestSSDSplitsLayers(t *testing.T) {
 	if _, err := openSSD(t, path, infos, lay, Options{Budget: minimum - align}); err == nil ||
 		!strings.Contains(err.Error(), "tensor by tensor") {
 		t.Errorf("budget below the split minimum: %v", err)
+	}
+}
+
+// With split layers and prefetch on, the stream follows the order the
+// layout lists a layer's tensors (the order a block acquires them, not the
+// file's), and a block that releases its first two tensors before it
+// acquires the third has the next layer's first two read into their
+// buffers while it still holds the third: reads overlap its compute with
+// only three buffers.
+func TestSSDSplitReadsAhead(t *testing.T) {
+	path, infos, lay := layeredSizes(t, 5, 40000, 96, 40000, 41000)
+	data, _ := os.ReadFile(path)
+	for l, refs := range lay.Layers { // acquire order: w3, w1 (small), w0, w2
+		lay.Layers[l] = []Ref{refs[3], refs[1], refs[0], refs[2]}
+	}
+	probe, err := openSSD(t, path, infos, lay, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := probe.Stats().Resident() - 1
+	var s *streamStore
+	for b := budget; ; b -= align {
+		next, err := openSSD(t, path, infos, lay, Options{Budget: b, poison: true})
+		if err != nil {
+			break
+		}
+		if s != nil {
+			s.Close()
+		}
+		s = next
+	}
+	if st := s.Stats(); !st.SplitLayers || st.RingBuffers != 3 || st.StreamedLayers != 15 {
+		t.Fatalf("the smallest budget: %+v, want 15 tensors streamed through 3 buffers", st)
+	}
+	large := func(l int) []Ref { return []Ref{lay.Layers[l][0], lay.Layers[l][2], lay.Layers[l][3]} }
+	for l := range lay.Layers {
+		for j, r := range large(l) {
+			if got := s.stream[3*l+j].tensors[0].ref.Name; got != r.Name {
+				t.Fatalf("stream position %d holds %s, want %s (the layout's order)", 3*l+j, got, r.Name)
+			}
+		}
+	}
+	resident := func(p int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sl, _ := s.find(p)
+		return sl != nil
+	}
+	ctx := context.Background()
+	acquire := func(r Ref) Pinned {
+		p, err := s.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p.Bytes(), data[r.Offset:r.Offset+r.Size]) {
+			t.Fatalf("%s: wrong bytes", r.Name)
+		}
+		return p
+	}
+	n := len(lay.Layers)
+	for pass := range 2 {
+		for l := range n {
+			s.Prefetch(lay.Layers[(l+1)%n]...)
+			w := large(l)
+			a, b := acquire(w[0]), acquire(w[1])
+			a.Release()
+			b.Release()
+			c := acquire(w[2])
+			next := 3 * ((l + 1) % n)
+			deadline := time.Now().Add(10 * time.Second)
+			for !(resident(next) && resident(next+1)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("pass %d layer %d: the next layer's first two tensors were not read while its third was held", pass, l)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !bytes.Equal(c.Bytes(), data[w[2].Offset:w[2].Offset+w[2].Size]) {
+				t.Fatalf("%s: overwritten while held", w[2].Name)
+			}
+			c.Release()
+		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 
 // Span is one bar of the timeline: a layer's weights read by the ssd tier,
 // or the layer's compute, seen by the store as the time from the first
-// Acquire of one of its tensors to the first Acquire of anything else.
+// Acquire of one of its tensors to the first Acquire of anything else,
+// less the time an Acquire waited for a read (a compute span ends where
+// the wait starts and a new one starts where it ends).
 type Span struct {
 	Pass  int // forward pass, from 0 (a read belongs to the pass that issued it)
 	Layer int // -1: not a layer (embedding, head)
@@ -65,6 +67,33 @@ func (t *timeline) acquired(layer int) {
 }
 
 func (t *timeline) released(int) {}
+
+// waiting ends the compute span in progress at t0: Acquire waits for a read.
+func (t *timeline) waiting(t0 time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open != nil {
+		t.open.End = t0
+		t.add(*t.open)
+		t.open = nil
+	}
+}
+
+// resumed starts a compute span of the layer last acquired at t1, when
+// the read Acquire waited for is in.
+func (t *timeline) resumed(t1 time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open == nil && t.begun && t.last >= 0 {
+		t.open = &Span{Pass: t.pass, Layer: t.last, Start: t1}
+	}
+}
 
 func (t *timeline) read(layer int, start, end time.Time) {
 	if t == nil {

@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 type benchStats struct {
@@ -28,15 +32,21 @@ type benchStats struct {
 }
 
 type benchReport struct {
-	Model        string  `json:"model"`
-	Kernels      string  `json:"kernels"`
-	Threads      int     `json:"threads"`
-	PromptTokens int     `json:"prompt_tokens"`
-	GenTokens    int     `json:"gen_tokens"`
-	Runs         int     `json:"runs"`
-	Parallel     int     `json:"parallel"`
-	PrefillTokS  float64 `json:"prefill_tok_s"`
-	DecodeTokS   float64 `json:"decode_tok_s"` // aggregate over the parallel sequences
+	Model        string `json:"model"`
+	Kernels      string `json:"kernels"`
+	Threads      int    `json:"threads"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// PromptText is whether the prompt is given text (--prompt,
+	// --prompt-file), not random tokens.
+	PromptText bool `json:"prompt_text,omitempty"`
+	// TextMD5 is the MD5 of sequence 0's generated text (the same in every
+	// run: bench fails otherwise), to compare greedy text across settings.
+	TextMD5     string  `json:"text_md5,omitempty"`
+	GenTokens   int     `json:"gen_tokens"`
+	Runs        int     `json:"runs"`
+	Parallel    int     `json:"parallel"`
+	PrefillTokS float64 `json:"prefill_tok_s"`
+	DecodeTokS  float64 `json:"decode_tok_s"` // aggregate over the parallel sequences
 	// PerSeqDecodeTokS is one sequence's decode rate (llama-batched-bench's S_TG per sequence).
 	PerSeqDecodeTokS float64            `json:"per_seq_decode_tok_s"`
 	Prefill          benchStats         `json:"prefill"`
@@ -113,12 +123,15 @@ func stats(xs []float64) benchStats {
 }
 
 // cmdBench measures prefill and decode through the same graph generate uses:
-// random prompt tokens (fixed seed), greedy decoding that ignores stop tokens.
+// random prompt tokens (fixed seed) or a given text, greedy decoding that
+// ignores stop tokens.
 func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
 	mf := addModelFlags(fs, "m")
 	sf := addSpecFlags(fs)
-	promptTokens := fs.Int("prompt-tokens", 512, "prompt length in tokens (prefill)")
+	promptTokens := fs.Int("prompt-tokens", 512, "prompt length in tokens (prefill) of random tokens")
+	promptText := fs.String("prompt", "", "the prompt as `TEXT`, tokenized with the model's vocabulary (BOS as the pipeline adds it), for every sequence, instead of --prompt-tokens random tokens: a draft predicts real text, not random tokens")
+	promptFile := fs.String("prompt-file", "", "read the prompt text from `FILE` (as --prompt)")
 	genTokens := fs.Int("gen-tokens", 128, "tokens to generate (decode)")
 	runs := fs.Int("runs", 5, "runs; figures are the median, min and max")
 	parallel := fs.Int("parallel", 1, "sequences decoded together in one batch (aggregate and per-sequence tok/s)")
@@ -140,6 +153,25 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["prompt"] && set["prompt-file"] {
+		return fmt.Errorf("bench: --prompt and --prompt-file both given: %w", errUsage)
+	}
+	if (set["prompt"] || set["prompt-file"]) && set["prompt-tokens"] {
+		return fmt.Errorf("bench: --prompt-tokens is for random prompts; a --prompt or --prompt-file is as long as its text: %w", errUsage)
+	}
+	if *promptFile != "" {
+		b, err := os.ReadFile(*promptFile)
+		if err != nil {
+			return fmt.Errorf("bench: --prompt-file: %w", err)
+		}
+		*promptText = string(b)
+	}
+	usePrompt := set["prompt"] || set["prompt-file"]
+	if usePrompt && *promptText == "" {
+		return fmt.Errorf("bench: the prompt is empty: %w", errUsage)
 	}
 	if *promptTokens < 1 || *genTokens < 1 || *runs < 1 || *parallel < 1 {
 		return fmt.Errorf("bench: --prompt-tokens, --gen-tokens, --runs and --parallel must be ≥ 1: %w", errUsage)
@@ -169,6 +201,17 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		defer draft.Close()
 	}
 	a := l.Model.Arch()
+	var textPrompt []int32
+	if usePrompt {
+		if l.Tokenizer == nil {
+			return fmt.Errorf("bench: --prompt needs a vocabulary: %s has none (give --tokenizer)", p.Model.Path)
+		}
+		textPrompt = l.Tokenizer.Encode(*promptText, tokenizer.EncodeOptions{BOS: p.AddBOS()})
+		if len(textPrompt) == 0 {
+			return fmt.Errorf("bench: the prompt %q encodes to no tokens", *promptText)
+		}
+		*promptTokens = len(textPrompt)
+	}
 	if *promptTokens+*genTokens > a.Context {
 		return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the model's context of %d", *promptTokens, *genTokens, a.Context)
 	}
@@ -194,6 +237,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompts := make([][]int32, *parallel)
 	for i := range prompts {
+		if textPrompt != nil {
+			prompts[i] = slices.Clone(textPrompt)
+			continue
+		}
 		prompts[i] = make([]int32, *promptTokens)
 		for j := range prompts[i] {
 			prompts[i][j] = int32(rng.IntN(a.Vocab))
@@ -211,6 +258,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var kv *kvReport
 	var st0 offload.Stats
 	var decodeTokens int
+	var textMD5 string
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
 		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
 			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers}
@@ -269,6 +317,17 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if len(res) != len(prompts) {
 			return fmt.Errorf("bench: %d of %d sequences finished", len(res), len(prompts))
 		}
+		for _, r := range res {
+			if r.ID != "0" {
+				continue
+			}
+			sum := md5.Sum([]byte(r.Completion))
+			h := hex.EncodeToString(sum[:])
+			if textMD5 != "" && h != textMD5 {
+				return fmt.Errorf("bench: run %d generated another text than run 1 (md5 %s, not %s): greedy decoding must repeat", run+1, h, textMD5)
+			}
+			textMD5 = h
+		}
 		// Prefill: all prompt tokens over the time to the last first token;
 		// decode: the tokens after each first token over the span from the
 		// last first token to the last end (all sequences decoding together).
@@ -312,7 +371,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	r := benchReport{
 		Model: p.Model.Path, Kernels: kernels.Impl(), Threads: l.Pool.Threads(), PromptTokens: *promptTokens, GenTokens: *genTokens, Runs: *runs,
 		Parallel: *parallel, Prefill: stats(prefill), Decode: stats(dec), PerSeqDecode: stats(perSeq),
-		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{},
+		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{}, PromptText: usePrompt, TextMD5: textMD5,
 	}
 	r.PrefillTokS, r.DecodeTokS, r.PerSeqDecodeTokS = r.Prefill.Median, r.Decode.Median, r.PerSeqDecode.Median
 	if spec != nil && spec.TargetPasses > 0 {
@@ -363,7 +422,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "model\t%s (%s kernels, %d threads)\n", r.Model, r.Kernels, r.Threads)
-	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, r.Runs)
+	what := "random tokens"
+	if r.PromptText {
+		what = "tokens of text"
+	}
+	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d %s, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, what, r.Runs)
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
@@ -381,6 +444,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "kv budget\t%s: %d frames of %s, a step pins up to %d\n", offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
 		fmt.Fprintf(tw, "kv spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
 			k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
+	}
+	if r.TextMD5 != "" {
+		fmt.Fprintf(tw, "text md5\t%s\t(sequence 0's generated text)\n", r.TextMD5)
 	}
 	if sp := r.Spec; sp != nil {
 		fmt.Fprintf(tw, "spec %s\t%.2f tokens per target pass\t(%d target passes, %d draft passes, %d draft nodes, draft %.0f%% of the time)\n",

@@ -25,18 +25,21 @@ func (b *Block) Index() int { return b.i }
 func (b *Block) Weights() []offload.Ref { return b.refs }
 
 func (b *Block) weights() []offload.Ref {
+	// In the order Forward acquires them: a store streaming tensor by
+	// tensor (offload's ssd tier under a small budget) reads them in this
+	// order, so the read ahead is the one the block needs next.
 	l := b.l
 	var refs []offload.Ref
-	for _, r := range []offload.Ref{l.AttnNorm, l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.FFNNorm, l.Gate, l.Up, l.Down} {
-		if r.Valid() { // Q, K, V and Gate are absent from fused layers
-			refs = append(refs, r)
+	add := func(rs ...*offload.Ref) {
+		for _, r := range rs {
+			if r != nil && r.Valid() { // Q, K, V and Gate are absent from fused layers
+				refs = append(refs, *r)
+			}
 		}
 	}
-	for _, r := range []*offload.Ref{l.Attn.QKV, l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm} {
-		if r != nil {
-			refs = append(refs, *r)
-		}
-	}
+	add(&l.AttnNorm, l.Attn.QKV, &l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O)
+	add(l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm)
+	add(&l.FFNNorm, &l.Gate, &l.Up, &l.Down)
 	return refs
 }
 
@@ -107,10 +110,16 @@ func addBias(x, bias []float32, n int) {
 	}
 }
 
-func (p *pinned) release() {
-	for _, x := range p.p[:p.n] {
-		x.Release()
+func (p *pinned) release() { p.releaseFrom(0) }
+
+// releaseFrom releases the weights pinned since p.n was mark, so a streamed
+// store may refill their buffers while the block goes on computing.
+func (p *pinned) releaseFrom(mark int) {
+	for i := p.n - 1; i >= mark; i-- {
+		p.p[i].Release()
+		p.p[i] = nil
 	}
+	p.n = min(p.n, mark)
 }
 
 // Forward runs attention and MLP over every row of st.Hidden, in place.
@@ -233,6 +242,10 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	pins.add(p2)
 	kernels.RMSNormRows(m.pool, xb, x, n, ffnNorm, a.Eps)
+	// Gate and up are released once SwiGLU has consumed them, before down
+	// is acquired: a store streaming tensor by tensor reads the next
+	// layer's gate and up into their buffers while down computes.
+	mark := pins.n
 	var wg kernels.Weight
 	if !m.fusedGateUp {
 		if wg, err = pins.matrix(ctx, w, l.Gate); err != nil {
@@ -240,10 +253,6 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		}
 	}
 	wu, err := pins.matrix(ctx, w, l.Up)
-	if err != nil {
-		return err
-	}
-	wd, err := pins.matrix(ctx, w, l.Down)
 	if err != nil {
 		return err
 	}
@@ -266,6 +275,11 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		applyAll(ad.up, m.pool, st, hb2, xb, n)
 	}
 	kernels.SwiGLURows(m.pool, hb[:n*a.Hidden], hb, hb2, n)
+	pins.releaseFrom(mark)
+	wd, err := pins.matrix(ctx, w, l.Down)
+	if err != nil {
+		return err
+	}
 	kernels.MatMul(m.pool, xb, wd, hb, n)
 	if ad != nil {
 		applyAll(ad.down, m.pool, st, xb, hb, n)
