@@ -175,6 +175,18 @@ type Laid interface {
 // otherwise. Readers of raw bytes must honour it (kernels.RowBytes,
 // kernels.DecodeRow).
 func LayoutOf(p Pinned) kernels.Layout {
+	// The store's own pins by concrete type first: an interface-to-interface
+	// assertion keeps a per-site cache that the runtime grows at random
+	// moments (a heap allocation inside a warm decode step, which
+	// TestDecodeStepDoesNotAllocate caught once under -race).
+	switch v := p.(type) {
+	case *view:
+		return v.Layout()
+	case *slotPin:
+		return v.Layout()
+	case *heapPin:
+		return kernels.RowMajor
+	}
 	if l, ok := p.(Laid); ok {
 		return l.Layout()
 	}
