@@ -4,92 +4,25 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 )
 
 // TestSwiGLUSIMD measures the vector SwiGLU against the generic one on both
-// widths: relative error ≤ swiGLUMaxRelErr (plus the absolute terms derived
-// in elementwise_simd_amd64.go) over a fine sweep of gate in [-100, 100], the
-// exp's cut-offs, large ± gates and random up; and the special values:
-// silu(±0) = ±0, silu(+Inf) = +Inf, silu(−Inf) = −0, NaN → NaN.
+// widths: within swiGLUMaxRelErr (derived in elementwise_simd_amd64.go)
+// over swiGLUSweep, and the special values.
 func TestSwiGLUSIMD(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 5))
-	var gate []float32
-	step := float32(1e-3)
-	if testing.Short() {
-		step = 1e-2
-	}
-	for g := float32(-100); g <= 100; g += step {
-		gate = append(gate, g)
-	}
-	for _, g := range []float32{-expOver, -expUnder, -88.72, -87.3, -1e10, 1e10, -1e30, 1e30,
-		math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, 1e-40} {
-		gate = append(gate, g, math.Nextafter32(g, 0), math.Nextafter32(g, float32(math.Inf(1))))
-	}
-	up := make([]float32, len(gate))
-	for i := range up {
-		switch i % 4 {
-		case 0:
-			up[i] = 1
-		case 1:
-			up[i] = float32(r.NormFloat64())
-		case 2:
-			up[i] = float32(r.NormFloat64() * 1e30)
-		default:
-			up[i] = float32(r.NormFloat64() * 1e-30)
-		}
-	}
+	gate, up := swiGLUSweep(rand.New(rand.NewPCG(3, 5)))
 	for _, avx2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("avx2=%v", avx2), func(t *testing.T) {
 			if avx2 {
 				defer UseAVX2()()
 			}
-			want, got := make([]float32, len(gate)), make([]float32, len(gate))
-			swiGLUGeneric(want, gate, up)
+			got := make([]float32, len(gate))
 			swiGLUSIMD(got, gate, up)
-			var worst float64
-			var worstG float32
-			for i := range want {
-				g, w := float64(got[i]), float64(want[i])
-				if math.IsInf(w, 0) || math.IsInf(g, 0) {
-					if math.Signbit(g) != math.Signbit(w) || min(math.Abs(g), math.Abs(w)) < math.MaxFloat32*(1-swiGLUMaxRelErr) {
-						t.Fatalf("SwiGLU(%v, %v) = %v, generic %v", gate[i], up[i], g, w)
-					}
-					continue
-				}
-				d := math.Abs(g - w)
-				if d > swiGLUMaxRelErr*math.Abs(w)+0x1p-119*math.Abs(float64(up[i]))+0x1p-148 {
-					t.Fatalf("SwiGLU(%v, %v) = %v, generic %v: |Δ| %.3g", gate[i], up[i], g, w, d)
-				}
-				if gate[i] > -87 && w != 0 && math.Abs(w) > 0x1p-100 { // below, the absolute term rules
-					if rel := d / math.Abs(w); rel > worst {
-						worst, worstG = rel, gate[i]
-					}
-				}
-			}
-			t.Logf("max relative error %.3g (%.2f ulp) at gate=%v over %d inputs", worst, worst*(1<<23), worstG, len(gate))
-
-			inf, nan := float32(math.Inf(1)), float32(math.NaN())
-			negZero := float32(math.Copysign(0, -1))
-			tests := []struct{ gate, up, want float32 }{
-				{0, 1, 0}, {negZero, 1, negZero}, {inf, 1, inf}, {inf, -2, -inf},
-				{-inf, 1, negZero}, {-inf, -3, 0}, {nan, 1, nan}, {1, nan, nan}, {-inf, inf, nan},
-				{-1e30, 5, negZero}, {1e30, 2, 2e30},
-			}
-			// All in one call, so they share vectors and the tail.
-			g, u := make([]float32, len(tests)), make([]float32, len(tests))
-			for i, tc := range tests {
-				g[i], u[i] = tc.gate, tc.up
-			}
-			out := make([]float32, len(tests))
-			swiGLUSIMD(out, g, u)
-			for i, tc := range tests {
-				if o := out[i]; !(math.Float32bits(o) == math.Float32bits(tc.want) || (o != o && tc.want != tc.want)) {
-					t.Errorf("SwiGLU(%v, %v) = %v, want %v", tc.gate, tc.up, o, tc.want)
-				}
-			}
+			worst, at := checkSwiGLU(t, gate, up, got, swiGLUMaxRelErr)
+			t.Logf("max relative error %.3g (%.2f ulp) at gate=%v over %d inputs", worst, worst*(1<<23), at, len(gate))
+			checkSwiGLUSpecials(t, swiGLUSIMD)
 		})
 	}
 }
