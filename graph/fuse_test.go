@@ -585,23 +585,7 @@ func TestFusedValidate(t *testing.T) {
 			g := graph.New(graph.Options{Name: "v"})
 			tc.build(g)
 			err := g.Validate()
-			if !errors.Is(err, graph.ErrInvalid) {
-				t.Fatalf("Validate = %v, want ErrInvalid", err)
-			}
-			var msgs, nodes []string
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				we, ok := errors.AsType[*graph.WiringError](e)
-				if !ok {
-					t.Fatalf("%T %v is not a *WiringError", e, e)
-				}
-				msgs, nodes = append(msgs, we.Error()), append(nodes, we.Node)
-			}
-			if diff := cmp.Diff(tc.want, msgs); diff != "" {
-				t.Errorf("messages (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.nodes, nodes); diff != "" {
-				t.Errorf("nodes (-want +got):\n%s", diff)
-			}
+			checkWiring(t, err, tc.want, tc.nodes)
 		})
 	}
 }

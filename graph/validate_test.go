@@ -174,23 +174,7 @@ func TestValidate(t *testing.T) {
 			g := graph.New(graph.Options{Name: "v"})
 			tc.build(g)
 			err := g.Validate()
-			if !errors.Is(err, graph.ErrInvalid) {
-				t.Fatalf("Validate = %v, want ErrInvalid", err)
-			}
-			var msgs, nodes []string
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				we, ok := errors.AsType[*graph.WiringError](e)
-				if !ok {
-					t.Fatalf("%T %v is not a *WiringError", e, e)
-				}
-				msgs, nodes = append(msgs, we.Error()), append(nodes, we.Node)
-			}
-			if diff := cmp.Diff(tc.want, msgs); diff != "" {
-				t.Errorf("messages (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.nodes, nodes); diff != "" {
-				t.Errorf("nodes (-want +got):\n%s", diff)
-			}
+			checkWiring(t, err, tc.want, tc.nodes)
 			// Run refuses the same graph without starting anything.
 			if runErr := g.Run(t.Context()); runErr == nil || runErr.Error() != err.Error() {
 				t.Errorf("Run = %v, want the validation error", runErr)
@@ -300,5 +284,28 @@ func TestThenAnyBadInput(t *testing.T) {
 	}
 	if _, err := graph.PortOf[int](graph.AnyPort{}); err == nil {
 		t.Error("PortOf of the zero AnyPort succeeded")
+	}
+}
+
+// checkWiring holds err, from Validate, to be ErrInvalid joining one
+// *WiringError per wanted message, in order, with the nodes they name.
+func checkWiring(t *testing.T, err error, want, wantNodes []string) {
+	t.Helper()
+	if !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("Validate = %v, want ErrInvalid", err)
+	}
+	var msgs, nodes []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		we, ok := errors.AsType[*graph.WiringError](e)
+		if !ok {
+			t.Fatalf("%T %v is not a *WiringError", e, e)
+		}
+		msgs, nodes = append(msgs, we.Error()), append(nodes, we.Node)
+	}
+	if diff := cmp.Diff(want, msgs); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantNodes, nodes); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 }
