@@ -112,10 +112,19 @@ func RoPE(x []float32, pos int32, heads, headDim, ropeDim int, base float32, sty
 	if ropeDim%2 != 0 || ropeDim > headDim {
 		panic(fmt.Sprintf("ref: RoPE: ropeDim=%d headDim=%d", ropeDim, headDim))
 	}
+	rope(x, pos, heads, headDim, ropeDim, base, nil, style)
+}
+
+// rope is RoPE and RoPEScaled: with factors, pair i's frequency is divided
+// by factors[i/2].
+func rope(x []float32, pos int32, heads, headDim, ropeDim int, base float32, factors []float32, style kernels.RopeStyle) {
 	for h := 0; h < heads; h++ {
 		head := x[h*headDim : (h+1)*headDim]
 		for i := 0; i < ropeDim; i += 2 {
 			freq := 1 / float32(math.Pow(float64(base), float64(float32(i)/float32(ropeDim))))
+			if factors != nil {
+				freq /= factors[i/2]
+			}
 			val := float32(pos) * freq
 			fcr := float32(math.Cos(float64(val)))
 			fci := float32(math.Sin(float64(val)))
