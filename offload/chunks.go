@@ -232,7 +232,7 @@ func (c *chunkCache) drain() {
 
 // cacheStats is a snapshot of the counters.
 type cacheStats struct {
-	bytes, used                               int64
+	bytes, used                                int64
 	hits, misses, refused, evictions, bytesHit int64
 }
 
