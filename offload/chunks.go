@@ -40,11 +40,15 @@ import (
 // ristretto's TinyLFU admits a newcomer whose frequency equals the
 // victim's and evicts a sampled victim: over a cyclic scan of N chunks with
 // room for C it churns, and a chunk is often evicted before its next use
-// (BenchmarkRistrettoCyclicScan: at C/N = 0.3, 0.12 of the lookups hit; an
-// LRU would hit none, llama.cpp issue #711). Any fixed set of C chunks hits
+// (BenchmarkRistrettoCyclicScan: at C/N = 0.3, about 0.2 of the lookups
+// hit; an LRU would hit none, llama.cpp issue #711). Any fixed set of C chunks hits
 // C/N of a pass, the best a cache can do on a cyclic scan, so a chunk is
 // offered only while a frame is free: once full, the cache keeps what it
-// holds, and ristretto, never over its cost, evicts nothing.
+// holds, and ristretto, never over its cost, evicts nothing. (Pinning
+// fewer whole layers to give the cache their bytes does not pay either:
+// the disk reads are the same and the copies cost time; see
+// BenchmarkPinOrCache. So the planner pins whole layers first and the
+// cache gets only what is left, less than a layer.)
 
 // chunkSize is the byte size of one chunk for stream units of up to
 // unit bytes: a sixteenth of one, aligned, from 4 KiB to 1 MiB.

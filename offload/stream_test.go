@@ -23,7 +23,7 @@ func layered(t *testing.T, nLayers int) (string, []tensor.Info, Layout) {
 	return layeredSizes(t, nLayers, 4100, 96, 9000)
 }
 
-func layeredSizes(t *testing.T, nLayers int, sizes ...int64) (string, []tensor.Info, Layout) {
+func layeredSizes(t testing.TB, nLayers int, sizes ...int64) (string, []tensor.Info, Layout) {
 	t.Helper()
 	var infos []tensor.Info
 	off := int64(0)
@@ -55,7 +55,7 @@ func layeredSizes(t *testing.T, nLayers int, sizes ...int64) (string, []tensor.I
 	return writeFile(t, data), infos, lay
 }
 
-func openSSD(t *testing.T, path string, infos []tensor.Info, lay Layout, o Options) (*streamStore, error) {
+func openSSD(t testing.TB, path string, infos []tensor.Info, lay Layout, o Options) (*streamStore, error) {
 	t.Helper()
 	o.Files, o.Tier = []File{{Path: path, Tensors: infos}}, SSD
 	s, err := Open(context.Background(), o)
@@ -71,7 +71,7 @@ func openSSD(t *testing.T, path string, infos []tensor.Info, lay Layout, o Optio
 
 // pass acquires every layer in order as a block does (all its tensors,
 // then releases them), hinting ahead layers in advance, and checks bytes.
-func pass(t *testing.T, s Store, data []byte, lay Layout, ahead int) {
+func pass(t testing.TB, s Store, data []byte, lay Layout, ahead int) {
 	t.Helper()
 	ctx := context.Background()
 	for l, refs := range lay.Layers {

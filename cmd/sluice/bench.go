@@ -63,18 +63,26 @@ type benchReport struct {
 }
 
 type offloadReport struct {
-	Budget          int64   `json:"budget_bytes"`
-	Resident        int64   `json:"resident_bytes"` // pinned set + ring
-	PinnedBytes     int64   `json:"pinned_bytes"`
-	StreamedLayers  int     `json:"streamed_layers"`
-	RingBuffers     int     `json:"ring_buffers"`
-	PrefetchAhead   int     `json:"prefetch_ahead"`
-	BytesPerToken   float64 `json:"streamed_bytes_per_decode_token"`
-	LateLoads       int64   `json:"late_loads"`
-	Loads           int64   `json:"loads"`
-	WaitSeconds     float64 `json:"wait_seconds"`
-	DiskBytesPerSec float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
-	DiskDirect      bool    `json:"disk_read_direct,omitempty"`
+	Budget         int64   `json:"budget_bytes"`
+	Resident       int64   `json:"resident_bytes"` // pinned set + ring + chunk cache
+	PinnedBytes    int64   `json:"pinned_bytes"`
+	StreamedLayers int     `json:"streamed_layers"`
+	RingBuffers    int     `json:"ring_buffers"`
+	PrefetchAhead  int     `json:"prefetch_ahead"`
+	BytesPerToken  float64 `json:"streamed_bytes_per_decode_token"` // read from the disk
+	// The chunk cache (what the budget leaves after pins and ring): its
+	// size, and over the counted runs its chunk hits and misses and the
+	// bytes per token it served instead of the disk.
+	CacheBytes         int64   `json:"chunk_cache_bytes"`
+	ChunkHits          int64   `json:"chunk_hits"`
+	ChunkMisses        int64   `json:"chunk_misses"`
+	HitRate            float64 `json:"chunk_hit_rate"`
+	CacheBytesPerToken float64 `json:"cache_bytes_per_decode_token"`
+	LateLoads          int64   `json:"late_loads"`
+	Loads              int64   `json:"loads"`
+	WaitSeconds        float64 `json:"wait_seconds"`
+	DiskBytesPerSec    float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
+	DiskDirect         bool    `json:"disk_read_direct,omitempty"`
 	// BoundTokS is the decode rate the disk allows: bandwidth / bytes streamed per token.
 	BoundTokS float64 `json:"disk_bound_tok_s,omitempty"`
 }
@@ -261,7 +269,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var textMD5 string
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
 		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
-			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers}
+			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers, CacheBytes: st.CacheBytes}
 		if lp != nil {
 			off.PrefetchAhead = lp.Params.(*pipelines.TransformerLayersParams).PrefetchAhead
 		}
@@ -387,8 +395,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if *runs > 1 {
 			n = decodeTokens * (*runs - 1) / *runs
 			st.BytesStreamed -= st0.BytesStreamed
+			st.BytesFromCache -= st0.BytesFromCache
+			st.ChunkHits -= st0.ChunkHits
+			st.ChunkMisses -= st0.ChunkMisses
 		}
 		off.BytesPerToken = float64(st.BytesStreamed) / float64(max(n, 1))
+		off.CacheBytesPerToken = float64(st.BytesFromCache) / float64(max(n, 1))
+		off.ChunkHits, off.ChunkMisses, off.HitRate = st.ChunkHits, st.ChunkMisses, st.HitRate()
 		off.Loads, off.LateLoads, off.WaitSeconds = st.Loads, st.LateLoads, st.Wait.Seconds()
 		if off.DiskBytesPerSec > 0 && off.BytesPerToken > 0 {
 			off.BoundTokS = off.DiskBytesPerSec / off.BytesPerToken
@@ -435,7 +448,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if o := r.Offload; o != nil {
 		fmt.Fprintf(tw, "offload\tresident %s (budget %s): pinned %s, %d layers streamed through %d buffers, prefetch %d ahead\n",
 			offload.FormatBytes(o.Resident), offload.FormatBytes(o.Budget), offload.FormatBytes(o.PinnedBytes), o.StreamedLayers, o.RingBuffers, o.PrefetchAhead)
-		fmt.Fprintf(tw, "streamed\t%s per token\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		fmt.Fprintf(tw, "streamed\t%s per token from disk\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		if o.CacheBytes > 0 {
+			fmt.Fprintf(tw, "chunk cache\t%s per token from %s of cache\t(%d hits, %d misses: hit rate %.3f)\n",
+				offload.FormatBytes(int64(o.CacheBytesPerToken)), offload.FormatBytes(o.CacheBytes), o.ChunkHits, o.ChunkMisses, o.HitRate)
+		}
 		if o.DiskBytesPerSec > 0 {
 			fmt.Fprintf(tw, "disk\t%s/s read (O_DIRECT %v): allows %.2f tok/s\n", offload.FormatBytes(int64(o.DiskBytesPerSec)), o.DiskDirect, o.BoundTokS)
 		}
