@@ -2,7 +2,9 @@
 // bytes. A Ref names a tensor somewhere in the tiers; Acquire makes it resident
 // and pins it until Release. Tiers: RAM, mmap, and ssd (a pinned set plus
 // layers streamed through a ring of buffers by O_DIRECT preads under a
-// memory budget, prefetched ahead of the compute: stream.go).
+// memory budget, prefetched ahead of the compute: stream.go; what the
+// budget leaves holds a ristretto cache of chunks of those layers:
+// chunks.go).
 package offload
 
 import (
@@ -66,8 +68,10 @@ const (
 	// SSD keeps a pinned set resident (what every pass needs, and as many
 	// whole layers as the budget holds) and streams the other layers from
 	// the file through a ring of ≥ 2 layer buffers, with pread (O_DIRECT
-	// where the filesystem allows it). Options.Budget bounds what is
-	// resident; without one it streams every layer (the smallest footprint).
+	// where the filesystem allows it); what the budget leaves after both
+	// caches chunks of the streamed layers (chunks.go). Options.Budget
+	// bounds what is resident; without one it streams every layer (the
+	// smallest footprint) and caches nothing.
 	SSD
 )
 

@@ -23,7 +23,9 @@ import (
 // layer buffers. The other layers stream through the ring (≥ 2 buffers,
 // double buffering): one loader goroutine owned by the store reads a layer
 // into the buffer whose layer has been computed while the compute works on
-// another, so a layer waits only when its read is late.
+// another, so a layer waits only when its read is late. What the budget
+// leaves after the pinned set and the ring is a cache of chunks of the
+// streamed layers, which the loader copies instead of reading (chunks.go).
 //
 // The window. The loader never overwrites a layer that may still be needed
 // before it: with the last streamed layer acquired at stream position c,

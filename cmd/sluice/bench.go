@@ -58,8 +58,10 @@ type benchReport struct {
 	Spec *specReport `json:"spec,omitempty"`
 	// Offload is the ssd tier's traffic (absent for ram and mmap).
 	Offload *offloadReport `json:"offload,omitempty"`
-	// KV is what the KV budget did over all runs (--kv-budget).
-	KV *kvReport `json:"kv_spill,omitempty"`
+	// KV is what the KV budget did over all runs (--kv-budget); DraftKV is
+	// the same for the draft model's cache, which has its share of it.
+	KV      *kvReport `json:"kv_spill,omitempty"`
+	DraftKV *kvReport `json:"draft_kv_spill,omitempty"`
 }
 
 type offloadReport struct {
@@ -263,7 +265,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	busy := map[string]time.Duration{}
 	var total time.Duration
 	var off *offloadReport
-	var kv *kvReport
+	var kv, draftKV *kvReport
 	var st0 offload.Stats
 	var decodeTokens int
 	var textMD5 string
@@ -315,6 +317,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if spec != nil {
 			ss := eng.SpecStats()
+			if ss.KV.Budget > 0 {
+				if draftKV == nil {
+					draftKV = &kvReport{}
+				}
+				draftKV.add(ss.KV)
+			}
 			spec.TargetPasses += ss.Rounds
 			spec.DraftPasses += ss.DraftPasses
 			spec.DraftNodes += ss.DraftNodes
@@ -386,7 +394,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
 	r.Spec = spec
-	r.KV = kv
+	r.KV, r.DraftKV = kv, draftKV
 	if off != nil {
 		st := l.Store.Stats()
 		// Streamed bytes per token over the runs after the first (prefill
@@ -457,10 +465,15 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(tw, "disk\t%s/s read (O_DIRECT %v): allows %.2f tok/s\n", offload.FormatBytes(int64(o.DiskBytesPerSec)), o.DiskDirect, o.BoundTokS)
 		}
 	}
-	if k := r.KV; k != nil {
-		fmt.Fprintf(tw, "kv budget\t%s: %d frames of %s, a step pins up to %d\n", offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
-		fmt.Fprintf(tw, "kv spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
-			k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
+	for _, kr := range []struct {
+		name string
+		r    *kvReport
+	}{{"kv", r.KV}, {"draft kv", r.DraftKV}} {
+		if k := kr.r; k != nil {
+			fmt.Fprintf(tw, "%s budget\t%s: %d frames of %s, a step pins up to %d\n", kr.name, offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
+			fmt.Fprintf(tw, "%s spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
+				kr.name, k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
+		}
 	}
 	if r.TextMD5 != "" {
 		fmt.Fprintf(tw, "text md5\t%s\t(sequence 0's generated text)\n", r.TextMD5)
