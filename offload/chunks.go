@@ -24,8 +24,10 @@ import (
 // The loader copies a cached chunk into the ring buffer it fills; the
 // blocks read only ring buffers and the pinned set, as without the cache.
 // The copy costs a memcpy (tens of GB/s) in place of a read of the same
-// bytes from the disk (1 GB/s here), and keeps one way for a block to see
-// its weights.
+// bytes from the disk (1–2 GB/s here), and keeps one way for a block to
+// see its weights: a tensor spans several chunks whose frames need not be
+// adjacent, so handing the block the cached bytes in place would take
+// tensor-sized chunks, which the room left rarely holds.
 //
 // Ownership is kvcache's (budget.go): ristretto (cost in bytes: each chunk
 // costs its frame's bytes, the memory it holds) decides admission and

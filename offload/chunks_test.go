@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -247,6 +248,96 @@ func BenchmarkPinOrCache(b *testing.B) {
 			st := s.Stats()
 			b.ReportMetric(float64(st.BytesStreamed-st0.BytesStreamed)/float64(n), "disk-B/pass")
 			b.ReportMetric(float64(st.BytesFromCache-st0.BytesFromCache)/float64(n), "cache-B/pass")
+		})
+	}
+}
+
+// The cache's bookkeeping under random lookups, copies and offers, with
+// ristretto's own admission (so it evicts and rejects) and sticky: every
+// frame is free or holds exactly one chunk, a hit returns the bytes that
+// chunk was offered with, and a chunk being copied keeps its frame until
+// it is unpinned.
+func TestChunkCacheInvariants(t *testing.T) {
+	for _, churn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("churn=%v", churn), func(t *testing.T) {
+			const frames, size, chunks = 8, 4096, 40
+			c, err := newChunkCache(frames, size, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.release()
+			c.churn, c.poison = churn, true
+			rng := rand.New(rand.NewPCG(1, 2))
+			src := make([]byte, size)
+			type held struct {
+				id int
+				b  []byte
+			}
+			var pinned []held
+			check := func(step int) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				owner := make([]int, frames)
+				for i := range owner {
+					owner[i] = -1
+				}
+				for _, f := range c.free {
+					if owner[f] != -1 {
+						t.Fatalf("step %d: frame %d free twice", step, f)
+					}
+					owner[f] = -2
+				}
+				for id, f := range c.frame {
+					if f < 0 {
+						continue
+					}
+					if owner[f] != -1 {
+						t.Fatalf("step %d: frame %d holds chunk %d and %d (-2: free)", step, f, id, owner[f])
+					}
+					owner[f] = id
+				}
+				for f, o := range owner {
+					if o == -1 {
+						t.Fatalf("step %d: frame %d neither free nor holding a chunk", step, f)
+					}
+				}
+			}
+			for step := range 4000 {
+				switch op := rng.IntN(10); {
+				case op < 5: // a lookup, then a copy out of it or an offer
+					id := rng.IntN(chunks)
+					if b := c.get(id, size); b != nil {
+						if b[0] != byte(id) || b[size-1] != byte(id) {
+							t.Fatalf("step %d: chunk %d holds bytes of %d", step, id, b[0])
+						}
+						pinned = append(pinned, held{id, b})
+					} else {
+						for i := range src {
+							src[i] = byte(id)
+						}
+						c.offer(id, src)
+					}
+				case op < 8 && len(pinned) > 0: // a copy ends
+					i := rng.IntN(len(pinned))
+					h := pinned[i]
+					if h.b[0] != byte(h.id) {
+						t.Fatalf("step %d: chunk %d changed while it was being copied", step, h.id)
+					}
+					c.unpin(h.id)
+					pinned = append(pinned[:i], pinned[i+1:]...)
+				default:
+					c.rc.Wait()
+				}
+				check(step)
+			}
+			st := c.stats()
+			t.Logf("%d hits, %d misses, %d refused, %d evictions", st.hits, st.misses, st.refused, st.evictions)
+			if churn && st.evictions == 0 {
+				t.Error("ristretto's admission evicted nothing")
+			}
+			if !churn && st.evictions != 0 {
+				t.Errorf("sticky admission evicted %d", st.evictions)
+			}
 		})
 	}
 }
