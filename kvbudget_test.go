@@ -14,9 +14,11 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/synth"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -157,6 +159,103 @@ func TestKVBudgetTooSmall(t *testing.T) {
 	for _, s := range []string{"kv_budget = 8192 bytes", "below one step's need", "the minimum is 139264 bytes"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not say %q", err, s)
+		}
+	}
+}
+
+// Issue 10: the draft model's KV counts against the same --kv-budget as
+// the target's. SpecExec and chain speculation, greedy, with
+// llama2xs-260k drafting for stories260K, give byte-identical text under a
+// budget that makes both caches spill and without one; the budget is split
+// between the two caches and neither goes over its share.
+func TestDraftKVUnderBudget(t *testing.T) {
+	dir := testutil.Models(t)
+	prompts := []string{"", "Lily and Tom", "The cat sat on the mat.", "Once upon a time"}
+	run := func(t *testing.T, preset string, budget int64) ([]string, kvcache.SpillStats, kvcache.SpillStats, float64) {
+		p, err := pipelines.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = len(prompts), 64
+		p.Cache.KVBudget, p.Cache.SpillDir = budget, t.TempDir()
+		p.Draft = &pipelines.ModelSpec{Path: filepath.Join(dir, "llama2xs-260k", "llama2xs_model.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin")}
+		e, err := sluice.Open(context.Background(), sluice.Options{
+			Pipeline: p, Model: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		texts := make([]string, len(prompts))
+		var wg sync.WaitGroup
+		for i, pr := range prompts {
+			wg.Add(1)
+			if err := e.Submit(context.Background(), sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr}, func(r sluice.Result) {
+				if r.Err != nil {
+					t.Errorf("%s, prompt %q: %v", preset, pr, r.Err)
+				}
+				texts[i] = r.Text
+				wg.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		st := e.SpecStats()
+		if st.Rounds == 0 {
+			t.Fatalf("%s: no draft was verified", preset)
+		}
+		return texts, e.Stats().KV.Spill, st.KV, st.TokensPerPass()
+	}
+	const budget = 512 << 10 // of about 2 × 2.3 MiB the two caches need whole
+	presets := []string{"specexec", "chain"}
+	if testing.Short() {
+		presets = presets[:1]
+	}
+	for _, preset := range presets {
+		t.Run(preset, func(t *testing.T) {
+			want, tNone, dNone, perPass := run(t, preset, 0)
+			if tNone.Budget != 0 || dNone.Budget != 0 {
+				t.Fatalf("unbounded run has budgets %d and %d", tNone.Budget, dNone.Budget)
+			}
+			got, target, draft, perPassB := run(t, preset, budget)
+			t.Logf("target: budget %d, %d spills, %d reloads; draft: budget %d, %d spills, %d reloads; tokens per target pass %.2f (%.2f unbounded)",
+				target.Budget, target.Spills, target.Reloads, draft.Budget, draft.Spills, draft.Reloads, perPassB, perPass)
+			for i := range prompts {
+				if got[i] != want[i] {
+					t.Errorf("prompt %q under the KV budget:\n%q\nwithout:\n%q", prompts[i], got[i], want[i])
+				}
+			}
+			if target.Budget+draft.Budget > budget || target.Budget == 0 || draft.Budget == 0 {
+				t.Errorf("the budget of %d split into %d (target) and %d (draft)", budget, target.Budget, draft.Budget)
+			}
+			if draft.Spills == 0 || draft.Reloads == 0 || target.Spills == 0 {
+				t.Errorf("the draft's cache did not spill and reload: target %+v, draft %+v", target, draft)
+			}
+		})
+	}
+}
+
+// A KV budget that cannot hold both caches' minimum is refused naming
+// both.
+func TestDraftKVBudgetTooSmall(t *testing.T) {
+	dir := testutil.Models(t)
+	p, err := pipelines.Preset("specexec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cache.KVBudget, p.Cache.SpillDir = 200<<10, t.TempDir() // above the target's minimum alone
+	p.Draft = &pipelines.ModelSpec{Path: filepath.Join(dir, "llama2xs-260k", "llama2xs_model.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin")}
+	e, err := sluice.Open(context.Background(), sluice.Options{
+		Pipeline: p, Model: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"),
+	})
+	if err == nil {
+		e.Close()
+		t.Fatal("a KV budget below both caches' minimum was taken")
+	}
+	for _, w := range []string{"kv_budget = 200.0 KiB is below", "the target needs at least", "the draft"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
 		}
 	}
 }

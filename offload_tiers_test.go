@@ -116,7 +116,10 @@ func TestTiersBitIdentical(t *testing.T) {
 		probe := load(t, lo).Store.Stats() // no budget: the minimum
 		layer := probe.RingBytes / 2
 		minimum := probe.Resident()
-		for _, budget := range []int64{minimum, minimum + layer, minimum + 3*layer, 1 << 40} {
+		cached := false
+		// minimum + layer/2 and + 5·layer/2 leave the chunk cache half a
+		// layer beside the pins and the ring.
+		for _, budget := range []int64{minimum, minimum + layer/2, minimum + layer, minimum + 5*layer/2, minimum + 3*layer, 1 << 40} {
 			for _, ahead := range []int{0, 1, 3} {
 				t.Run(fmt.Sprintf("ssd/%s/ahead=%d", offload.FormatBytes(budget), ahead), func(t *testing.T) {
 					lo.Budget = budget
@@ -130,8 +133,14 @@ func TestTiersBitIdentical(t *testing.T) {
 					if budget == minimum && (st.StreamedLayers == 0 || st.Loads == 0) {
 						t.Errorf("at the minimum nothing streamed: %+v", st)
 					}
+					if st.ChunkHits > 0 {
+						cached = true
+					}
 				})
 			}
+		}
+		if !cached {
+			t.Error("no budget had the chunk cache serve a chunk")
 		}
 		// Below two whole layers the tier streams tensor by tensor; below
 		// that it refuses, saying the minimum.
@@ -187,15 +196,22 @@ func (s *poisonStore) Acquire(ctx context.Context, r offload.Ref) (offload.Pinne
 func TestNoReadAfterRelease(t *testing.T) {
 	path := sixLayers(t)
 	want, _ := allLogits(t, load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2}), 1)
-	for _, tier := range []offload.Tier{offload.RAM, offload.SSD} {
-		t.Run(tier.String(), func(t *testing.T) {
-			l := load(t, model.LoadOptions{Path: path, Tier: tier, Threads: 2})
+	probe := load(t, model.LoadOptions{Path: path, Tier: offload.SSD, Threads: 2}).Store.Stats()
+	for _, tc := range []struct {
+		tier   offload.Tier
+		budget int64 // a chunk cache of half a layer
+	}{{offload.RAM, 0}, {offload.SSD, 0}, {offload.SSD, probe.Resident() + probe.RingBytes/4}} {
+		t.Run(fmt.Sprintf("%s/%d", tc.tier, tc.budget), func(t *testing.T) {
+			l := load(t, model.LoadOptions{Path: path, Tier: tc.tier, Threads: 2, Budget: tc.budget})
 			ps := &poisonStore{Store: l.Store}
 			l.Store = ps
 			got, _ := allLogits(t, l, 1)
 			sameLogits(t, want, got)
 			if ps.released.Load() == 0 {
 				t.Fatal("nothing was released")
+			}
+			if st := l.Store.Stats(); tc.budget > 0 && st.ChunkHits == 0 {
+				t.Errorf("the chunk cache served nothing: %+v", st)
 			}
 		})
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/graph"
+	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/archs" // every architecture
 	"github.com/sluicehq/sluice/offload"
@@ -242,6 +243,16 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("sluice: %s: max_batch_tokens = %d cannot hold one draft of %d rows (stage %q); raise it or lower the draft's budget", p.Source, so.MaxBatchTokens, rows, ds.ID)
 		}
 	}
+	var draftKV int64
+	if so.KVBudget > 0 && o.Draft != nil {
+		if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok && ds.Params.(*pipelines.DraftTreeParams).Mode != speculate.Lookup {
+			do := ds.Params.(*pipelines.DraftTreeParams).Options()
+			do.MaxSeqs, do.Context, do.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
+			if so.KVBudget, draftKV, err = splitKV(so.KVBudget, sched.KVOptions(a, so), do.DraftKV(o.Draft.Model.Arch()), so.MaxSeqs); err != nil {
+				return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
+			}
+		}
+	}
 	sc, err := sched.New(a, so)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
@@ -253,7 +264,7 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		loaded: l, pipe: p, log: o.Logger,
-		env:  &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft},
+		env:  &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft, DraftKVBudget: draftKV},
 		reqs: make(chan session.Request),
 		quit: make(chan struct{}),
 		ran:  make(chan error, 1),
@@ -418,6 +429,11 @@ func (e *Engine) Close() error {
 	if cerr := e.env.Sched.KV.Close(); err == nil {
 		err = cerr // the KV budget's spill file
 	}
+	if e.env.Spec != nil {
+		if cerr := e.env.Spec.Close(); err == nil {
+			err = cerr // the draft's share of it
+		}
+	}
 	e.mu.Lock()
 	rest := e.open
 	e.open = map[*pending]struct{}{}
@@ -523,4 +539,26 @@ func (s *Stream) Done() <-chan struct{} { return s.done }
 func (s *Stream) Result() Result {
 	<-s.done
 	return s.result
+}
+
+// splitKV divides one KV budget between the target's cache (tko) and the
+// draft model's (dko), both for maxSeqs sequences, in proportion to what
+// each needs to hold every page, the draft getting at least its minimum
+// (one full-length step). Each cache then spills on its own: their frames
+// differ in size and live in different caches, and a fixed split keeps
+// each one's pass share independent of the other's load. A budget that
+// holds both caches whole bounds neither.
+func splitKV(budget int64, tko, dko kvcache.Options, maxSeqs int) (target, draft int64, err error) {
+	tMin, tAll := sched.KVNeed(tko, maxSeqs)
+	dMin, dAll := sched.KVNeed(dko, maxSeqs)
+	if budget >= tAll+dAll {
+		return tAll, dAll, nil
+	}
+	draft = max(int64(float64(budget)*float64(dAll)/float64(tAll+dAll)), dMin)
+	target = budget - draft
+	if target < tMin {
+		return 0, 0, fmt.Errorf("kv_budget = %s is below what the KV caches of the target and the draft model need together: the target needs at least %s (one full-context step), the draft %s, %s in all",
+			offload.FormatBytes(budget), offload.FormatBytes(tMin), offload.FormatBytes(dMin), offload.FormatBytes(tMin+dMin))
+	}
+	return target, draft, nil
 }

@@ -122,6 +122,7 @@ type segment struct {
 	need       int64 // bytes from start that hold tensor data (the rest is alignment)
 	at         int64 // offset in the buffer
 	tensors    []*entry
+	chunk0     int // id of its first chunk in the chunk cache (stream units)
 }
 
 // mergeGap is the largest hole between two tensors that one read still
@@ -181,24 +182,40 @@ func (f *readFault) Unwrap() error { return f.err }
 // readSegment reads s into buf[s.at:]; a failure names the first tensor it
 // leaves incomplete.
 func (st *streamStore) readSegment(s *segment, buf []byte) error {
+	return st.readRange(s, s.start, s.end, buf)
+}
+
+// readRange reads the file span [a, b) of s (aligned, within it) into its
+// place in buf; a failure names the first tensor it leaves incomplete.
+func (st *streamStore) readRange(s *segment, a, b int64, buf []byte) error {
 	d := st.files[s.file]
-	dst := buf[s.at : s.at+(s.end-s.start)]
-	n, err := d.readAt(dst, s.start, st.o.ReadAt, st.o.Logger)
-	if err == nil && int64(n) >= s.need {
+	dst := buf[s.at+(a-s.start) : s.at+(b-s.start)]
+	need := min(b, s.start+s.need) - a // bytes that hold tensor data
+	n, err := d.readAt(dst, a, st.o.ReadAt, st.o.Logger)
+	if err == nil && int64(n) >= need {
 		return nil
 	}
-	got := s.start + int64(n) // file offset the data stops at
-	e := s.tensors[len(s.tensors)-1]
+	got := a + int64(n) // file offset the data stops at
+	var in []*entry     // the tensors the span holds bytes of
 	for _, t := range s.tensors {
+		if t.ref.Offset < b && t.ref.Offset+t.ref.Size > a {
+			in = append(in, t)
+		}
+	}
+	if len(in) == 0 {
+		in = s.tensors[len(s.tensors)-1:]
+	}
+	e := in[len(in)-1]
+	for _, t := range in {
 		if t.ref.Offset+t.ref.Size > got {
 			e = t
 			break
 		}
 	}
-	f := &readFault{path: d.path, tensor: e.ref.Name, off: got, toff: e.ref.Offset, got: int64(n), want: s.need, err: err}
-	if err != nil && len(s.tensors) > 1 {
+	f := &readFault{path: d.path, tensor: e.ref.Name, off: got, toff: e.ref.Offset, got: int64(n), want: need, err: err}
+	if err != nil && len(in) > 1 {
 		// Which tensor is unreadable: read them one at a time.
-		for _, t := range s.tensors {
+		for _, t := range in {
 			start := alignDown(t.ref.Offset)
 			tmp, _ := alignedHeap(alignUp(t.ref.Offset+t.ref.Size) - start)
 			if m, terr := d.readAt(tmp, start, st.o.ReadAt, st.o.Logger); terr != nil {

@@ -2,7 +2,9 @@
 // bytes. A Ref names a tensor somewhere in the tiers; Acquire makes it resident
 // and pins it until Release. Tiers: RAM, mmap, and ssd (a pinned set plus
 // layers streamed through a ring of buffers by O_DIRECT preads under a
-// memory budget, prefetched ahead of the compute: stream.go).
+// memory budget, prefetched ahead of the compute: stream.go; what the
+// budget leaves holds a ristretto cache of chunks of those layers:
+// chunks.go).
 package offload
 
 import (
@@ -66,8 +68,10 @@ const (
 	// SSD keeps a pinned set resident (what every pass needs, and as many
 	// whole layers as the budget holds) and streams the other layers from
 	// the file through a ring of ≥ 2 layer buffers, with pread (O_DIRECT
-	// where the filesystem allows it). Options.Budget bounds what is
-	// resident; without one it streams every layer (the smallest footprint).
+	// where the filesystem allows it); what the budget leaves after both
+	// caches chunks of the streamed layers (chunks.go). Options.Budget
+	// bounds what is resident; without one it streams every layer (the
+	// smallest footprint) and caches nothing.
 	SSD
 )
 
@@ -161,7 +165,11 @@ type Options struct {
 	// panel kernel gives the same bits, but slower.
 	Panels bool
 
-	poison bool // tests: fill a ring buffer with 0xff before each read
+	poison bool // tests: fill a ring buffer with 0xff before each read, a chunk cache frame when its chunk is dropped
+	// Tests: pin this many fewer whole layers than fit, leaving their bytes
+	// to the chunk cache; offer chunks to ristretto even when it is full.
+	cacheLayers int
+	chunkChurn  bool
 }
 
 // Laid is a Pinned whose bytes may be in a kernel layout other than the
@@ -214,7 +222,7 @@ type Stats struct {
 	PrefetchHint int64
 
 	// The ssd tier.
-	BytesStreamed  int64         // layer bytes read into the ring since Open
+	BytesStreamed  int64         // layer bytes read from the disk into the ring since Open
 	Loads          int64         // layer reads into the ring
 	LateLoads      int64         // Acquires that found their layer not yet read and waited
 	Wait           time.Duration // time those Acquires waited
@@ -227,10 +235,28 @@ type Stats struct {
 	// budget, so the stream units (StreamedLayers, RingBuffers) are their
 	// large tensors; the small ones are pinned.
 	SplitLayers bool
+
+	// The ssd tier's chunk cache (what the budget leaves after the pinned
+	// set and the ring, holding chunks of streamed layers: chunks.go).
+	CacheBytes     int64 // its capacity
+	CachedBytes    int64 // of which chunks fill
+	ChunkHits      int64 // chunks of a layer read copied from the cache
+	ChunkMisses    int64 // chunks read from the disk
+	BytesFromCache int64 // bytes the hits copied (not in BytesStreamed)
+	ChunksRefused  int64 // missed chunks not cached: the cache was full
+	ChunkEvictions int64 // chunks ristretto evicted or rejected
 }
 
 // Resident is the bytes of weights the store keeps in memory.
-func (s Stats) Resident() int64 { return s.Pinned + s.RingBytes }
+func (s Stats) Resident() int64 { return s.Pinned + s.RingBytes + s.CacheBytes }
+
+// HitRate is the share of streamed chunk reads the chunk cache served.
+func (s Stats) HitRate() float64 {
+	if n := s.ChunkHits + s.ChunkMisses; n > 0 {
+		return float64(s.ChunkHits) / float64(n)
+	}
+	return 0
+}
 
 // Layout is what a model tells a Planner about its weights.
 type Layout struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-func writeFile(t *testing.T, data []byte) string {
+func writeFile(t testing.TB, data []byte) string {
 	p := filepath.Join(t.TempDir(), "w.bin")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)

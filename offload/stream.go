@@ -23,7 +23,9 @@ import (
 // layer buffers. The other layers stream through the ring (≥ 2 buffers,
 // double buffering): one loader goroutine owned by the store reads a layer
 // into the buffer whose layer has been computed while the compute works on
-// another, so a layer waits only when its read is late.
+// another, so a layer waits only when its read is late. What the budget
+// leaves after the pinned set and the ring is a cache of chunks of the
+// streamed layers, which the loader copies instead of reading (chunks.go).
 //
 // The window. The loader never overwrites a layer that may still be needed
 // before it: with the last streamed layer acquired at stream position c,
@@ -108,6 +110,11 @@ type streamStore struct {
 	stream           []*layerPlan // streamed layers in compute order
 	slots            []*slot
 	slotBytes        int64
+	// cache holds chunks of streamed units in what the budget leaves after
+	// the pinned set and the ring (chunks.go), or is nil; chunkSrc is the
+	// loader's scratch of one segment's cached chunks.
+	cache    *chunkCache
+	chunkSrc [][]byte
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -265,6 +272,9 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 		if nPinned == len(s.layers) {
 			ring = 0
 		}
+		if k := s.o.cacheLayers; k > 0 && ring > 0 {
+			nPinned -= min(k, nPinned) // tests: their bytes go to the chunk cache
+		}
 	}
 
 	// The pinned set: the rest, then the pinned layers, in one buffer.
@@ -310,6 +320,9 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 		s.slots = append(s.slots, &slot{buf: b, unmap: u, cur: -1})
 	}
 	s.slotBytes = maxLayer
+	if err := s.planCache(pinBytes, maxLayer); err != nil {
+		return err
+	}
 	if ring > 0 {
 		s.jobs = make(chan *load, ring)
 		s.quit = make(chan struct{})
@@ -317,8 +330,100 @@ func (s *streamStore) Plan(ctx context.Context, l Layout) error {
 		go s.loader()
 	}
 	s.o.Logger.Info().Str("pinned", FormatBytes(pinBytes)).Int("pinned_layers", nPinned).Int("streamed_layers", len(s.stream)).
-		Int("ring", ring).Str("layer", FormatBytes(maxLayer)).Str("budget", FormatBytes(s.o.Budget)).Msg("offload: ssd tier planned")
+		Int("ring", ring).Str("layer", FormatBytes(maxLayer)).Str("chunk_cache", FormatBytes(s.cache.stats().bytes)).
+		Str("budget", FormatBytes(s.o.Budget)).Msg("offload: ssd tier planned")
 	return nil
+}
+
+// planCache gives what the budget leaves after the pinned set (pinBytes)
+// and the ring to a chunk cache of the streamed units, in chunks of
+// chunkSize(unit); none without a budget, or with room for no chunk.
+func (s *streamStore) planCache(pinBytes, unit int64) error {
+	left := s.o.Budget - pinBytes - int64(len(s.slots))*unit
+	if s.o.Budget <= 0 || len(s.stream) == 0 || left <= 0 {
+		return nil
+	}
+	cs := chunkSize(unit)
+	frames := left / cs
+	if frames == 0 {
+		return nil
+	}
+	ids, most := 0, 0
+	for _, lp := range s.stream {
+		n := 0
+		for i := range lp.segs {
+			sg := &lp.segs[i]
+			sg.chunk0 = ids
+			k := int((sg.end - sg.start + cs - 1) / cs)
+			ids += k
+			n = max(n, k)
+		}
+		most = max(most, n)
+	}
+	c, err := newChunkCache(int(min(frames, int64(ids))), cs, ids)
+	if err != nil {
+		return err
+	}
+	c.churn, c.poison = s.o.chunkChurn, s.o.poison
+	s.cache, s.chunkSrc = c, make([][]byte, most)
+	return nil
+}
+
+// fillSegment reads segment sg of a stream unit into buf: the chunks the
+// cache holds are copied from it, the others read from the disk, one pread
+// per run of them, and offered to the cache. It returns the bytes read
+// from the disk.
+func (s *streamStore) fillSegment(sg *segment, buf []byte) (int64, error) {
+	c := s.cache
+	if c == nil {
+		if err := s.readSegment(sg, buf); err != nil {
+			return 0, err
+		}
+		return sg.end - sg.start, nil
+	}
+	span := func(j int) (int64, int64) {
+		a := sg.start + int64(j)*c.size
+		return a, min(a+c.size, sg.end)
+	}
+	n := int((sg.end - sg.start + c.size - 1) / c.size)
+	src := s.chunkSrc[:n]
+	for j := range n {
+		a, b := span(j)
+		src[j] = c.get(sg.chunk0+j, b-a) // pinned until copied
+	}
+	defer func() {
+		for j := range n {
+			if src[j] != nil {
+				src[j] = nil
+				c.unpin(sg.chunk0 + j)
+			}
+		}
+	}()
+	var disk int64
+	for j := 0; j < n; {
+		a, b := span(j)
+		if src[j] != nil {
+			at := sg.at + a - sg.start
+			copy(buf[at:at+b-a], src[j])
+			j++
+			continue
+		}
+		k := j + 1
+		for k < n && src[k] == nil {
+			k++
+		}
+		_, e := span(k - 1)
+		if err := s.readRange(sg, a, e, buf); err != nil {
+			return disk, err
+		}
+		disk += e - a
+		for ; j < k; j++ {
+			a, b := span(j)
+			at := sg.at + a - sg.start
+			c.offer(sg.chunk0+j, buf[at:at+b-a])
+		}
+	}
+	return disk, nil
 }
 
 // splitLayers plans stream units of single tensors: every large tensor of
@@ -492,10 +597,11 @@ func (s *streamStore) loader() {
 		t0 := time.Now()
 		var err error
 		for i := range lp.segs {
-			if err = s.readSegment(&lp.segs[i], ld.slot.buf); err != nil {
+			n, ferr := s.fillSegment(&lp.segs[i], ld.slot.buf)
+			s.bytesRead.Add(n)
+			if err = ferr; err != nil {
 				break
 			}
-			s.bytesRead.Add(lp.segs[i].end - lp.segs[i].start)
 		}
 		// Streamed layers stay row-major: repacking each one here after
 		// its read (a pass over the layer in Go) measured 110m Q8_0 decode
@@ -744,7 +850,10 @@ func (s *streamStore) Prefetch(refs ...Ref) {
 }
 
 func (s *streamStore) Stats() Stats {
+	cs := s.cache.stats()
 	return Stats{
+		CacheBytes: cs.bytes, CachedBytes: cs.used, ChunkHits: cs.hits, ChunkMisses: cs.misses,
+		BytesFromCache: cs.bytesHit, ChunksRefused: cs.refused, ChunkEvictions: cs.evictions,
 		Acquires: s.acq.Load(), BytesRead: s.pinBytes, PrefetchHint: s.hints.Load(),
 		BytesStreamed: s.bytesRead.Load(), Loads: s.loads.Load(), LateLoads: s.late.Load(),
 		Wait: time.Duration(s.waitNanos.Load()), Pinned: s.pinBytes, RingBuffers: len(s.slots), RingBytes: s.slotBytes * int64(len(s.slots)),
@@ -784,6 +893,9 @@ func (s *streamStore) Close() error {
 	unmap(s.pinUnmap)
 	for _, sl := range s.slots {
 		unmap(sl.unmap)
+	}
+	if s.cache != nil {
+		first = cmp.Or(first, s.cache.release())
 	}
 	return first
 }

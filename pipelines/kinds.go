@@ -182,6 +182,7 @@ func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 	so := b.Env.Sched.Options()
 	o := dp.Options()
 	o.MaxSeqs, o.Context, o.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
+	o.KVBudget, o.SpillDir = b.Env.DraftKVBudget, so.SpillDir
 	r, err := speculate.New(b.Env.Draft, o)
 	if err != nil {
 		return graph.AnyPort{}, err

@@ -168,11 +168,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ko := kvcache.Options{
-		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
-		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
-		Window: a.SlidingWindow, DType: o.KVType,
-	}
+	ko := KVOptions(a, o)
 	if o.KVBudget > 0 {
 		if err := budgetOptions(&ko, o); err != nil {
 			return nil, err
@@ -195,34 +191,67 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	return s, nil
 }
 
-// budgetOptions sets the KV cache's budget from o.KVBudget: the pass share
-// is half the budget's frames, or what one step of a single session at its
-// full context needs if that is more; a budget that cannot hold even that is
-// an error naming the minimum. A budget that holds every page is none.
+// budgetOptions sets the KV cache's budget from o.KVBudget (BudgetKV).
 func budgetOptions(ko *kvcache.Options, o Options) error {
-	pt := int64(ko.PageTokens)
-	if pt == 0 {
-		pt = 16 // the cache's default
-	}
-	elem := int64(4)
-	if ko.DType == tensor.F16 {
-		elem = 2
-	}
-	frameBytes := 2 * pt * int64(ko.KVHeads) * int64(ko.HeadDim) * elem
-	pagesPerSeq := (int64(ko.MaxSeqLen) + pt - 1) / pt
-	total := pagesPerSeq * int64(o.MaxSeqs) * int64(ko.Layers) // every frame of every sequence
-	if o.KVBudget >= total*frameBytes {
+	return BudgetKV(ko, o.KVBudget, o.SpillDir, o.MaxSeqs)
+}
+
+// BudgetKV sets the budget of a KV cache sized by ko (for maxSeqs
+// sequences of ko.MaxSeqLen tokens) to budget bytes, spilling to spillDir:
+// the pass share is half the budget's frames, or what one step of a single
+// session at its full length needs if that is more; a budget that cannot
+// hold even that is an error naming the minimum. A budget that holds every
+// page is none. (The scheduler's cache and a draft model's use it.)
+func BudgetKV(ko *kvcache.Options, budget int64, spillDir string, maxSeqs int) error {
+	sh := shapeOf(*ko)
+	minimum, all := KVNeed(*ko, maxSeqs)
+	if budget >= all {
 		return nil // everything fits: no spill file
 	}
-	frames := o.KVBudget / frameBytes
-	minFrames := pagesPerSeq + 2 // one layer of one full sequence, and two frames for copies
+	frames := budget / sh.frameBytes
+	minFrames := sh.pagesPerSeq + 2 // one layer of one full sequence, and two frames for copies
 	if frames < minFrames {
 		return fmt.Errorf("sched: kv_budget = %d bytes (%s) is below one step's need: a step of one sequence of %d tokens pins %d KV pages of one layer (%d bytes each: %d tokens × %d KV heads × %d dims × K and V × %d bytes) plus 2 for copies; the minimum is %d bytes (%s)",
-			o.KVBudget, offload.FormatBytes(o.KVBudget), ko.MaxSeqLen, pagesPerSeq, frameBytes, pt, ko.KVHeads, ko.HeadDim, elem, minFrames*frameBytes, offload.FormatBytes(minFrames*frameBytes))
+			budget, offload.FormatBytes(budget), ko.MaxSeqLen, sh.pagesPerSeq, sh.frameBytes, sh.pt, ko.KVHeads, ko.HeadDim, sh.elem, minimum, offload.FormatBytes(minimum))
 	}
-	ko.Budget, ko.SpillDir = o.KVBudget, o.SpillDir
+	ko.Budget, ko.SpillDir = budget, spillDir
 	ko.PassFrames = int(min(max(frames/2, minFrames), frames))
 	return nil
+}
+
+// KVNeed is what BudgetKV accepts at least for a cache sized by ko for
+// maxSeqs sequences (one layer of one full-length sequence, and two frames
+// for copies) and what holds every page, in bytes.
+func KVNeed(ko kvcache.Options, maxSeqs int) (minimum, all int64) {
+	sh := shapeOf(ko)
+	return (sh.pagesPerSeq + 2) * sh.frameBytes, sh.pagesPerSeq * int64(maxSeqs) * int64(ko.Layers) * sh.frameBytes
+}
+
+// kvShape is a cache's page tokens, element bytes, frame bytes and pages
+// per sequence.
+type kvShape struct{ pt, elem, frameBytes, pagesPerSeq int64 }
+
+func shapeOf(ko kvcache.Options) kvShape {
+	sh := kvShape{pt: int64(ko.PageTokens), elem: 4}
+	if sh.pt == 0 {
+		sh.pt = 16 // the cache's default
+	}
+	if ko.DType == tensor.F16 {
+		sh.elem = 2
+	}
+	sh.frameBytes = 2 * sh.pt * int64(ko.KVHeads) * int64(ko.HeadDim) * sh.elem
+	sh.pagesPerSeq = (int64(ko.MaxSeqLen) + sh.pt - 1) / sh.pt
+	return sh
+}
+
+// KVOptions is the KV cache New makes for a model of arch a under o (no
+// budget set).
+func KVOptions(a model.Arch, o Options) kvcache.Options {
+	return kvcache.Options{
+		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
+		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
+		Window: a.SlidingWindow, DType: o.KVType,
+	}
 }
 
 // Options returns the options with defaults filled in.

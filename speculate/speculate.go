@@ -58,6 +58,23 @@ type Options struct {
 	// MaxSeqs, Context and PageTokens size the draft's KV cache like the
 	// target's (sched.Options).
 	MaxSeqs, Context, PageTokens int
+	// KVBudget bounds the draft's KV bytes in memory (0: none), spilling to
+	// SpillDir as the target's cache does (sched.BudgetKV): the draft's
+	// share of kv_budget (sluice.New splits it). A step then drafts for
+	// the sessions, oldest first, whose draft pages fit its pass share; the
+	// others decode without a draft that step.
+	KVBudget int64
+	SpillDir string
+}
+
+// DraftKV is the draft's KV cache for a draft model of arch a (no budget
+// set).
+func (o Options) DraftKV(a model.Arch) kvcache.Options {
+	extra := o.draftRoom()
+	return kvcache.Options{
+		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim, PageTokens: o.PageTokens,
+		MaxTokens: (o.Context + extra) * o.MaxSeqs, MaxSeqLen: o.Context + extra, Window: a.SlidingWindow,
+	}
 }
 
 // Rows is the most rows a draft adds to the target batch for one session.
@@ -111,11 +128,13 @@ func (o *Options) Validate() error {
 
 // Stats count what speculation did.
 type Stats struct {
-	Rounds       int64 // target passes that verified a draft (one per session per step)
-	Emitted      int64 // tokens those passes emitted
-	DraftNodes   int64 // draft rows put into target batches
-	DraftPasses  int64 // draft model forward passes
-	MaxDepth     int   // deepest accepted path
+	Rounds      int64 // target passes that verified a draft (one per session per step)
+	Emitted     int64 // tokens those passes emitted
+	DraftNodes  int64 // draft rows put into target batches
+	DraftPasses int64 // draft model forward passes
+	MaxDepth    int   // deepest accepted path
+	// KV is the draft cache's budget counters (zero without a budget).
+	KV           kvcache.SpillStats
 	DraftTime    time.Duration
 	AcceptedRows int64 // draft rows kept
 }
@@ -176,11 +195,13 @@ func New(draft *model.Loaded, o Options) (*Runner, error) {
 		return nil, fmt.Errorf("speculate: %s needs a draft model ([draft] path, or --draft)", o.Mode)
 	}
 	a := draft.Model.Arch()
-	extra := o.draftRoom()
-	kv, err := kvcache.New(kvcache.Options{
-		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim, PageTokens: o.PageTokens,
-		MaxTokens: (o.Context + extra) * o.MaxSeqs, MaxSeqLen: o.Context + extra, Window: a.SlidingWindow,
-	})
+	ko := o.DraftKV(a)
+	if o.KVBudget > 0 {
+		if err := sched.BudgetKV(&ko, o.KVBudget, o.SpillDir, o.MaxSeqs); err != nil {
+			return nil, fmt.Errorf("speculate: the draft's share of the KV budget: %w", err)
+		}
+	}
+	kv, err := kvcache.New(ko)
 	if err != nil {
 		return nil, fmt.Errorf("speculate: draft KV cache: %w", err)
 	}
@@ -210,11 +231,24 @@ func CheckVocab(target, draft *model.Loaded) error {
 	return nil
 }
 
+// Close releases the draft cache's budget (its spill file and ristretto);
+// Stats still reports its final counters.
+func (r *Runner) Close() error {
+	if r.kv == nil {
+		return nil
+	}
+	return r.kv.Close()
+}
+
 // Stats returns a snapshot.
 func (r *Runner) Stats() Stats {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats
+	st := r.stats
+	r.mu.Unlock()
+	if r.kv != nil {
+		st.KV = r.kv.Stats().Spill
+	}
+	return st
 }
 
 // drafts lists the spans of st that get a draft: a session generating (its
@@ -222,6 +256,10 @@ func (r *Runner) Stats() Stats {
 func (r *Runner) drafts(st *sched.Step) []int {
 	var idx []int
 	room := st.Room
+	frames := -1 // under a budget: what the draft's pass may still pin per layer
+	if r.kv != nil {
+		frames = r.kv.MaxPassFrames()
+	}
 	for i, sp := range st.Spans {
 		q := sp.S
 		if sp.Len != 1 || q.Pending() != 1 || q.Req.AllLogits || room < r.o.Rows() {
@@ -232,6 +270,15 @@ func (r *Runner) drafts(st *sched.Step) []int {
 		// Rows() slots of headroom.)
 		if q.Cached+1+r.o.Depth() > q.Context() {
 			continue
+		}
+		// Under the draft's KV budget its pass pins one layer of every
+		// drafted sequence's pages, up to the tree's slots past the root.
+		if frames >= 0 {
+			need := r.kv.PassNeed(q.Cached + 1 + r.o.draftRoom())
+			if need > frames {
+				continue
+			}
+			frames -= need
 		}
 		room -= r.o.Rows()
 		idx = append(idx, i)

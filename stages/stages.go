@@ -29,6 +29,9 @@ type Env struct {
 	// the runner the draft_tree stage builds over it and verify uses.
 	Draft *model.Loaded
 	Spec  *speculate.Runner
+	// DraftKVBudget is the draft's share of kv_budget (0: none), for the
+	// draft_tree stage's runner.
+	DraftKVBudget int64
 	// Beams is the beam stage's runner (nil without one).
 	Beams *beams.Runner
 }

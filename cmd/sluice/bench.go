@@ -58,23 +58,33 @@ type benchReport struct {
 	Spec *specReport `json:"spec,omitempty"`
 	// Offload is the ssd tier's traffic (absent for ram and mmap).
 	Offload *offloadReport `json:"offload,omitempty"`
-	// KV is what the KV budget did over all runs (--kv-budget).
-	KV *kvReport `json:"kv_spill,omitempty"`
+	// KV is what the KV budget did over all runs (--kv-budget); DraftKV is
+	// the same for the draft model's cache, which has its share of it.
+	KV      *kvReport `json:"kv_spill,omitempty"`
+	DraftKV *kvReport `json:"draft_kv_spill,omitempty"`
 }
 
 type offloadReport struct {
-	Budget          int64   `json:"budget_bytes"`
-	Resident        int64   `json:"resident_bytes"` // pinned set + ring
-	PinnedBytes     int64   `json:"pinned_bytes"`
-	StreamedLayers  int     `json:"streamed_layers"`
-	RingBuffers     int     `json:"ring_buffers"`
-	PrefetchAhead   int     `json:"prefetch_ahead"`
-	BytesPerToken   float64 `json:"streamed_bytes_per_decode_token"`
-	LateLoads       int64   `json:"late_loads"`
-	Loads           int64   `json:"loads"`
-	WaitSeconds     float64 `json:"wait_seconds"`
-	DiskBytesPerSec float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
-	DiskDirect      bool    `json:"disk_read_direct,omitempty"`
+	Budget         int64   `json:"budget_bytes"`
+	Resident       int64   `json:"resident_bytes"` // pinned set + ring + chunk cache
+	PinnedBytes    int64   `json:"pinned_bytes"`
+	StreamedLayers int     `json:"streamed_layers"`
+	RingBuffers    int     `json:"ring_buffers"`
+	PrefetchAhead  int     `json:"prefetch_ahead"`
+	BytesPerToken  float64 `json:"streamed_bytes_per_decode_token"` // read from the disk
+	// The chunk cache (what the budget leaves after pins and ring): its
+	// size, and over the counted runs its chunk hits and misses and the
+	// bytes per token it served instead of the disk.
+	CacheBytes         int64   `json:"chunk_cache_bytes"`
+	ChunkHits          int64   `json:"chunk_hits"`
+	ChunkMisses        int64   `json:"chunk_misses"`
+	HitRate            float64 `json:"chunk_hit_rate"`
+	CacheBytesPerToken float64 `json:"cache_bytes_per_decode_token"`
+	LateLoads          int64   `json:"late_loads"`
+	Loads              int64   `json:"loads"`
+	WaitSeconds        float64 `json:"wait_seconds"`
+	DiskBytesPerSec    float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
+	DiskDirect         bool    `json:"disk_read_direct,omitempty"`
 	// BoundTokS is the decode rate the disk allows: bandwidth / bytes streamed per token.
 	BoundTokS float64 `json:"disk_bound_tok_s,omitempty"`
 }
@@ -255,13 +265,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	busy := map[string]time.Duration{}
 	var total time.Duration
 	var off *offloadReport
-	var kv *kvReport
+	var kv, draftKV *kvReport
 	var st0 offload.Stats
 	var decodeTokens int
 	var textMD5 string
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
 		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
-			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers}
+			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers, CacheBytes: st.CacheBytes}
 		if lp != nil {
 			off.PrefetchAhead = lp.Params.(*pipelines.TransformerLayersParams).PrefetchAhead
 		}
@@ -307,6 +317,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if spec != nil {
 			ss := eng.SpecStats()
+			if ss.KV.Budget > 0 {
+				if draftKV == nil {
+					draftKV = &kvReport{}
+				}
+				draftKV.add(ss.KV)
+			}
 			spec.TargetPasses += ss.Rounds
 			spec.DraftPasses += ss.DraftPasses
 			spec.DraftNodes += ss.DraftNodes
@@ -378,7 +394,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
 	r.Spec = spec
-	r.KV = kv
+	r.KV, r.DraftKV = kv, draftKV
 	if off != nil {
 		st := l.Store.Stats()
 		// Streamed bytes per token over the runs after the first (prefill
@@ -387,8 +403,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if *runs > 1 {
 			n = decodeTokens * (*runs - 1) / *runs
 			st.BytesStreamed -= st0.BytesStreamed
+			st.BytesFromCache -= st0.BytesFromCache
+			st.ChunkHits -= st0.ChunkHits
+			st.ChunkMisses -= st0.ChunkMisses
 		}
 		off.BytesPerToken = float64(st.BytesStreamed) / float64(max(n, 1))
+		off.CacheBytesPerToken = float64(st.BytesFromCache) / float64(max(n, 1))
+		off.ChunkHits, off.ChunkMisses, off.HitRate = st.ChunkHits, st.ChunkMisses, st.HitRate()
 		off.Loads, off.LateLoads, off.WaitSeconds = st.Loads, st.LateLoads, st.Wait.Seconds()
 		if off.DiskBytesPerSec > 0 && off.BytesPerToken > 0 {
 			off.BoundTokS = off.DiskBytesPerSec / off.BytesPerToken
@@ -435,15 +456,24 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if o := r.Offload; o != nil {
 		fmt.Fprintf(tw, "offload\tresident %s (budget %s): pinned %s, %d layers streamed through %d buffers, prefetch %d ahead\n",
 			offload.FormatBytes(o.Resident), offload.FormatBytes(o.Budget), offload.FormatBytes(o.PinnedBytes), o.StreamedLayers, o.RingBuffers, o.PrefetchAhead)
-		fmt.Fprintf(tw, "streamed\t%s per token\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		fmt.Fprintf(tw, "streamed\t%s per token from disk\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		if o.CacheBytes > 0 {
+			fmt.Fprintf(tw, "chunk cache\t%s per token from %s of cache\t(%d hits, %d misses: hit rate %.3f)\n",
+				offload.FormatBytes(int64(o.CacheBytesPerToken)), offload.FormatBytes(o.CacheBytes), o.ChunkHits, o.ChunkMisses, o.HitRate)
+		}
 		if o.DiskBytesPerSec > 0 {
 			fmt.Fprintf(tw, "disk\t%s/s read (O_DIRECT %v): allows %.2f tok/s\n", offload.FormatBytes(int64(o.DiskBytesPerSec)), o.DiskDirect, o.BoundTokS)
 		}
 	}
-	if k := r.KV; k != nil {
-		fmt.Fprintf(tw, "kv budget\t%s: %d frames of %s, a step pins up to %d\n", offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
-		fmt.Fprintf(tw, "kv spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
-			k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
+	for _, kr := range []struct {
+		name string
+		r    *kvReport
+	}{{"kv", r.KV}, {"draft kv", r.DraftKV}} {
+		if k := kr.r; k != nil {
+			fmt.Fprintf(tw, "%s budget\t%s: %d frames of %s, a step pins up to %d\n", kr.name, offload.FormatBytes(k.Budget), k.Frames, offload.FormatBytes(k.FrameBytes), k.PassFrames-2)
+			fmt.Fprintf(tw, "%s spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
+				kr.name, k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
+		}
 	}
 	if r.TextMD5 != "" {
 		fmt.Fprintf(tw, "text md5\t%s\t(sequence 0's generated text)\n", r.TextMD5)
