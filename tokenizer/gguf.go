@@ -25,7 +25,9 @@ const (
 )
 
 // FromGGUF builds the tokenizer stored in a GGUF file's metadata:
-// tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE. Other models,
+// tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE, "gemma4" an
+// SentencePiece-style *BPE with pre-tokenizer "gemma4" whatever
+// tokenizer.ggml.pre says (as llama.cpp reads it). Other models,
 // and byte-level BPE pre-tokenizers (tokenizer.ggml.pre) not listed by
 // PreTokenizers, are ErrUnsupported (the error names the value and lists the
 // known ones; FromGGUFOptions can force one); no tokenizer.ggml.pre means
@@ -63,8 +65,8 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if model != "llama" && model != "gpt2" {
-		return nil, fmt.Errorf("tokenizer: %s: %s is %q; supported are \"llama\" (SentencePiece) and \"gpt2\" (byte-level BPE): %w", m.name, keyModel, model, ErrUnsupported)
+	if model != "llama" && model != "gpt2" && model != "gemma4" {
+		return nil, fmt.Errorf("tokenizer: %s: %s is %q; supported are \"llama\" (SentencePiece), \"gpt2\" (byte-level BPE) and \"gemma4\" (SentencePiece-style BPE): %w", m.name, keyModel, model, ErrUnsupported)
 	}
 	tokens, err := m.strs(keyTokens)
 	if err != nil {
@@ -111,7 +113,9 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 		}
 	}
 	pre := o.Pre
-	if pre == "" {
+	if model == "gemma4" {
+		pre = "gemma4"
+	} else if pre == "" {
 		if _, present := f.Get(keyPre); present {
 			if pre, err = m.str(keyPre); err != nil {
 				return nil, err
