@@ -37,7 +37,8 @@ const (
 // tokens, and the EOG set (EOGer) is derived from those texts, EOS and the
 // eot/eom/fim_* token id keys.
 //
-// Required: model and tokens, plus scores for "llama" and merges for "gpt2".
+// Required: model and tokens, plus scores for "llama" and merges for "gpt2"
+// (but for pre-tokenizer "kimi-k2", as in llama.cpp).
 // Optional: token_type (default: inferred from the special ids and, for
 // "llama", "<0xXX>" pieces), bos/eos/unknown_token_id (defaults 1/2/0 for
 // "llama" as in SentencePiece, none for "gpt2"; 0xFFFFFFFF means none),
@@ -169,9 +170,11 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 		return t, nil
 	}
 
-	merges, err := m.strs(keyMerges)
-	if err != nil {
-		return nil, err
+	var merges []string
+	if _, ok := f.Get(keyMerges); ok || preTok.name != "kimi-k2" { // llama.cpp reads Kimi K2 without merges
+		if merges, err = m.strs(keyMerges); err != nil {
+			return nil, err
+		}
 	}
 	t, err = NewBPE(BPEOptions{
 		Pieces: tokens, Types: types, Merges: merges, Pre: pre,

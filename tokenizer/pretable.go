@@ -93,6 +93,7 @@ var preTypes = map[string]preType{
 	// Gemma 4 and Sarvam: SentencePiece-style BPE, cut at newlines only.
 	"gemma4":     {patterns: []string{patNewlines}, raw: true, newlineWhole: true, addBOS: true, forceBOS: true},
 	"sarvam-moe": {patterns: []string{patNewlines}, raw: true},
+	"kimi-k2":    {patterns: []string{patKimiK2}},
 }
 
 // preNames maps every tokenizer.ggml.pre value llama.cpp accepts for a
@@ -121,7 +122,7 @@ var preNames = map[string]string{
 	"tiny_aya": "tiny_aya", "cohere2moe": "tiny_aya", "superbpe": "superbpe", "trillion": "gpt2",
 	"granite-docling": "gpt2", "bailingmoe": "bailingmoe", "bailingmoe2": "bailingmoe", "llada-moe": "bailingmoe",
 	"seed-coder": "seed-coder", "ufakzeka": "ufakzeka", "afmoe": "afmoe", "laguna": "laguna", "minicpm5": "minicpm5",
-	"gemma4": "gemma4", "granite-embed-multi-311m": "gemma4", "sarvam-moe": "sarvam-moe",
+	"gemma4": "gemma4", "granite-embed-multi-311m": "gemma4", "sarvam-moe": "sarvam-moe", "kimi-k2": "kimi-k2",
 }
 
 // cleanSpacesOff are the names for which llama.cpp turns clean_spaces (HF
@@ -137,7 +138,7 @@ var cleanSpacesOff = map[string]bool{
 	"superbpe": true, "trillion": true, "granite-docling": true, "bailingmoe": true, "bailingmoe2": true,
 	"llada-moe": true, "seed-coder": true, "hunyuan": true, "hunyuan-dense": true, "hy_v4": true,
 	"joyai-llm": true, "ufakzeka": true, "grok-2": true, "afmoe": true, "laguna": true,
-	"minimax-m2": true, "solar-open": true, "sarvam-moe": true,
+	"minimax-m2": true, "solar-open": true, "sarvam-moe": true, "kimi-k2": true,
 }
 
 // preTokenizer is a name's compiled pre-tokenizer.
@@ -161,6 +162,7 @@ var customSplitters = map[string]splitter{
 	patNewlines:    splitNewlines,
 	patDigitGroups: splitDigitGroups,
 	patTinyAya:     splitDigitGroups, // llama.cpp runs the AFMoE splitter for it
+	patKimiK2:      splitKimiK2,
 }
 
 var (
