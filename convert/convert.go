@@ -5,10 +5,12 @@
 //   - a llama2.c checkpoint (.bin) and its tokenizer.bin, as llama.cpp's
 //     convert-llama2c-to-ggml does; llama2.c already rotates adjacent pairs
 //     in RoPE, so its Q and K rows are copied as they are;
-//   - a Hugging Face llama directory (config.json and model.safetensors, or
-//     shards named by model.safetensors.index.json), as convert_hf_to_gguf.py
-//     does: HF names become GGUF names and the Q and K rows of each head are
-//     permuted from HF's rotate-half layout to GGML's adjacent pairs.
+//   - a Hugging Face llama, mistral or qwen2 directory (config.json and
+//     model.safetensors, or shards named by model.safetensors.index.json), as
+//     convert_hf_to_gguf.py does: HF names become GGUF names; for llama and
+//     mistral (arch llama) the Q and K rows of each head are permuted from
+//     HF's rotate-half layout to GGML's adjacent pairs, for qwen2 (arch
+//     qwen2, NEOX RoPE) they are copied with their Q, K and V biases.
 //
 // The vocabulary comes from a llama2.c tokenizer.bin (Options.Tokenizer), or
 // for a Hugging Face directory without one from its tokenizer.json (and
@@ -142,8 +144,9 @@ func ggufOrder(ts []tensor.Info) []tensor.Info {
 	return out
 }
 
-// metadata is the hyperparameters every converted llama file records.
+// metadata is the hyperparameters every converted file records.
 type metadata struct {
+	arch                                string // general.architecture and the keys' prefix; "" is llama
 	name                                string
 	dim, hidden, layers, heads, kvHeads int
 	context, vocab                      int
@@ -151,23 +154,28 @@ type metadata struct {
 	hfDir                               string // an HF directory: its tokenizer.json is the vocabulary without o.Tokenizer
 }
 
-// write adds the general.*, llama.* and (with o.Tokenizer) tokenizer.ggml.*
-// keys. src names the input in errors.
+// write adds the general.*, <arch>.* and (with o.Tokenizer or the HF
+// directory's tokenizer.json) tokenizer.ggml.* keys. src names the input in
+// errors.
 func (m metadata) write(w *gguf.Writer, src string, o Options) error {
+	a := m.arch
+	if a == "" {
+		a = "llama"
+	}
 	kvs := []gguf.KV{
-		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.architecture", Value: a},
 		{Key: "general.name", Value: m.name},
 		{Key: "general.file_type", Value: uint32(0)}, // LLAMA_FTYPE_ALL_F32
-		{Key: "llama.context_length", Value: uint32(m.context)},
-		{Key: "llama.embedding_length", Value: uint32(m.dim)},
-		{Key: "llama.block_count", Value: uint32(m.layers)},
-		{Key: "llama.feed_forward_length", Value: uint32(m.hidden)},
-		{Key: "llama.rope.dimension_count", Value: uint32(m.dim / m.heads)},
-		{Key: "llama.attention.head_count", Value: uint32(m.heads)},
-		{Key: "llama.attention.head_count_kv", Value: uint32(m.kvHeads)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: m.eps},
-		{Key: "llama.rope.freq_base", Value: m.ropeBase},
-		{Key: "llama.vocab_size", Value: uint32(m.vocab)},
+		{Key: a + ".context_length", Value: uint32(m.context)},
+		{Key: a + ".embedding_length", Value: uint32(m.dim)},
+		{Key: a + ".block_count", Value: uint32(m.layers)},
+		{Key: a + ".feed_forward_length", Value: uint32(m.hidden)},
+		{Key: a + ".rope.dimension_count", Value: uint32(m.dim / m.heads)},
+		{Key: a + ".attention.head_count", Value: uint32(m.heads)},
+		{Key: a + ".attention.head_count_kv", Value: uint32(m.kvHeads)},
+		{Key: a + ".attention.layer_norm_rms_epsilon", Value: m.eps},
+		{Key: a + ".rope.freq_base", Value: m.ropeBase},
+		{Key: a + ".vocab_size", Value: uint32(m.vocab)},
 	}
 	hfTok := ""
 	if m.hfDir != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
+	_ "github.com/sluicehq/sluice/model/qwen2" // and qwen2
 	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
@@ -71,30 +72,47 @@ func unpermute(w []float32, rows, cols, heads int) []float32 {
 // hfConfig is what writeHF puts in config.json.
 type hfConfig map[string]any
 
-// writeHF writes a HF llama directory holding the weights of the GGUF at
-// path (Q and K un-permuted back to HF's layout), sharded into `shards`
-// files (1: a single model.safetensors). edit may change the config and the
-// tensor list before they are written.
+// writeHF writes a HF directory holding the weights of the GGUF at path, a
+// llama (Q and K un-permuted back to HF's layout, LlamaForCausalLM) or a
+// qwen2 (Qwen2ForCausalLM, biases as q/k/v_proj.bias), sharded into
+// `shards` files (1: a single model.safetensors). edit may change the config
+// and the tensor list before they are written.
 func writeHF(t *testing.T, path string, shards int, edit func(hfConfig, map[string]safetensors.Tensor)) string {
 	t.Helper()
 	f, raw := tensors(t, path)
+	arch, _ := f.String("general.architecture")
 	u := func(k string) int {
-		v, ok := f.Uint(k)
+		v, ok := f.Uint(arch + "." + k)
 		if !ok {
-			t.Fatalf("%s: no %s", path, k)
+			t.Fatalf("%s: no %s.%s", path, arch, k)
 		}
 		return int(v)
 	}
-	heads, kvHeads := u("llama.attention.head_count"), u("llama.attention.head_count_kv")
+	fl := func(k string) float64 {
+		v, ok := f.Get(arch + "." + k)
+		x, isF := v.(float32)
+		if !ok || !isF {
+			t.Fatalf("%s: no float32 %s.%s", path, arch, k)
+		}
+		return float64(x)
+	}
+	heads, kvHeads := u("attention.head_count"), u("attention.head_count_kv")
 	emb, _ := f.Tensor("token_embd.weight")
 	_, tied := f.Tensor("output.weight")
 	tied = !tied
+	hfArch := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[arch]
+	if hfArch == "" {
+		t.Fatalf("%s: writeHF does not know architecture %q", path, arch)
+	}
 	cfg := hfConfig{
-		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama",
-		"hidden_size": u("llama.embedding_length"), "intermediate_size": u("llama.feed_forward_length"),
-		"num_hidden_layers": u("llama.block_count"), "num_attention_heads": heads, "num_key_value_heads": kvHeads,
-		"rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": u("llama.context_length"),
+		"architectures": []string{hfArch}, "model_type": arch,
+		"hidden_size": u("embedding_length"), "intermediate_size": u("feed_forward_length"),
+		"num_hidden_layers": u("block_count"), "num_attention_heads": heads, "num_key_value_heads": kvHeads,
+		"rms_norm_eps": fl("attention.layer_norm_rms_epsilon"), "rope_theta": fl("rope.freq_base"), "max_position_embeddings": u("context_length"),
 		"vocab_size": emb.Shape[0], "tie_word_embeddings": tied, "torch_dtype": "float32", "hidden_act": "silu",
+	}
+	if arch == "qwen2" {
+		cfg["use_sliding_window"], cfg["sliding_window"] = false, 4096
 	}
 	hf := map[string]string{
 		"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight",
@@ -108,14 +126,19 @@ func writeHF(t *testing.T, path string, shards int, edit func(hfConfig, map[stri
 	for _, ti := range f.Tensors {
 		name, ok := hf[ti.Name]
 		if !ok {
-			parts := strings.SplitN(strings.TrimSuffix(ti.Name, ".weight"), ".", 3)
+			suffix := ".weight"
+			if strings.HasSuffix(ti.Name, ".bias") {
+				suffix = ".bias"
+			}
+			parts := strings.SplitN(strings.TrimSuffix(ti.Name, suffix), ".", 3)
 			if len(parts) != 3 || parts[0] != "blk" || sub[parts[2]] == "" {
 				t.Fatalf("%s: unexpected tensor %s", path, ti.Name)
 			}
-			name = "model.layers." + parts[1] + "." + sub[parts[2]] + ".weight"
+			name = "model.layers." + parts[1] + "." + sub[parts[2]] + suffix
 		}
 		v := f32s(raw[ti.Name])
 		switch {
+		case arch != "llama":
 		case strings.HasSuffix(ti.Name, "attn_q.weight"):
 			v = unpermute(v, ti.Shape[0], ti.Shape[1], heads)
 		case strings.HasSuffix(ti.Name, "attn_k.weight"):

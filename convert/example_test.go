@@ -16,5 +16,5 @@ func ExampleParseHFConfig() {
 	fmt.Println(err)
 	// Output:
 	// 64 4 10000 1e-06 <nil>
-	// convert: unsupported: config.json: unknown architecture "MambaForCausalLM" (want LlamaForCausalLM or MistralForCausalLM)
+	// convert: unsupported: config.json: unknown architecture "MambaForCausalLM" (want LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM)
 }

@@ -19,8 +19,13 @@ import (
 // ConfigFile is the HF model configuration in a model directory.
 const ConfigFile = "config.json"
 
-// HFConfig is the part of a Hugging Face llama config.json a GGUF needs.
+// HFConfig is the part of a Hugging Face llama, mistral or qwen2
+// config.json a GGUF needs.
 type HFConfig struct {
+	// Arch is the GGUF general.architecture the model converts to: "llama"
+	// (LlamaForCausalLM, MistralForCausalLM) or "qwen2" (Qwen2ForCausalLM).
+	// ParseHFConfig sets it from architectures / model_type.
+	Arch                  string          `json:"-"`
 	Architectures         []string        `json:"architectures"`
 	ModelType             string          `json:"model_type"`
 	HiddenSize            int             `json:"hidden_size"`
@@ -37,33 +42,40 @@ type HFConfig struct {
 	RopeScaling           json.RawMessage `json:"rope_scaling"`
 }
 
-// supportedArchs are the HF architectures whose weights are exactly a GGUF
-// llama's. Mistral converts to arch llama as llama.cpp converts it (which
-// applies no sliding window for arch llama either); Qwen2 (biases, arch
-// qwen2) is not converted yet.
-var supportedArchs = map[string]bool{"LlamaForCausalLM": true, "MistralForCausalLM": true}
+// supportedArchs are the HF architectures convert knows, and the GGUF
+// architecture each becomes. Mistral converts to arch llama as llama.cpp
+// converts it (which applies no sliding window for arch llama either).
+// Qwen2 keeps HF's rotate-half RoPE layout (llama.cpp runs qwen2 with NEOX
+// RoPE) and has Q, K and V biases; llama.cpp's qwen2 applies no sliding
+// window either, so use_sliding_window is ignored as it ignores it.
+var supportedArchs = map[string]string{"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
+
+// modelTypes maps config.json's model_type to the GGUF architecture when
+// architectures is absent.
+var modelTypes = map[string]string{"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
 
 // ParseHFConfig decodes and validates a config.json; path names it in errors.
 // Keys it does not know are ignored (HF configs carry dozens of training
 // settings); missing required keys, impossible shapes and architectures other
-// than llama and mistral are errors.
+// than llama, mistral and qwen2 are errors.
 func ParseHFConfig(data []byte, path string) (HFConfig, error) {
 	var c HFConfig
 	if err := json.Unmarshal(data, &c); err != nil {
 		return c, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
 	}
-	arch := c.ModelType
+	c.Arch = modelTypes[c.ModelType]
 	for _, a := range c.Architectures {
-		if !supportedArchs[a] {
-			return c, fmt.Errorf("%w: %s: unknown architecture %q (want LlamaForCausalLM or MistralForCausalLM)", ErrUnsupported, path, a)
+		arch, ok := supportedArchs[a]
+		if !ok {
+			return c, fmt.Errorf("%w: %s: unknown architecture %q (want LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM)", ErrUnsupported, path, a)
 		}
-		arch = "llama"
+		if c.Arch != "" && c.Arch != arch && c.ModelType != "" {
+			return c, fmt.Errorf("%w: %s: architectures %q and model_type %q disagree", ErrConfig, path, a, c.ModelType)
+		}
+		c.Arch = arch
 	}
-	if arch == "mistral" {
-		arch = "llama"
-	}
-	if arch != "llama" {
-		return c, fmt.Errorf("%w: %s: unknown architecture: model_type %q, architectures %q (want llama)", ErrUnsupported, path, c.ModelType, c.Architectures)
+	if c.Arch == "" {
+		return c, fmt.Errorf("%w: %s: unknown architecture: model_type %q, architectures %q (want llama, mistral or qwen2)", ErrUnsupported, path, c.ModelType, c.Architectures)
 	}
 	if c.NumKeyValueHeads == 0 {
 		c.NumKeyValueHeads = c.NumAttentionHeads
@@ -108,17 +120,23 @@ func ParseHFConfig(data []byte, path string) (HFConfig, error) {
 	return c, nil
 }
 
-// hfTensor is one weight a llama GGUF needs, under both names.
+// hfTensor is one weight a GGUF needs, under both names.
 type hfTensor struct {
 	hf, gguf string
 	shape    []int
 	permute  int // > 0: permute rows for this many heads (Q and K)
 }
 
-// hfTensors lists, in GGUF order, the tensors c describes.
+// hfTensors lists, in GGUF order, the tensors c describes. For llama, Q and
+// K rows are permuted from HF's rotate-half layout to GGML's adjacent pairs;
+// qwen2 keeps them (NEOX RoPE) and adds the Q, K and V biases.
 func hfTensors(c HFConfig) []hfTensor {
 	d, h, v := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	kv := d / c.NumAttentionHeads * c.NumKeyValueHeads
+	qp, kp := c.NumAttentionHeads, c.NumKeyValueHeads
+	if c.Arch != "llama" {
+		qp, kp = 0, 0
+	}
 	ts := []hfTensor{
 		{hf: "model.embed_tokens.weight", shape: []int{v, d}},
 		{hf: "model.norm.weight", gguf: "output_norm.weight", shape: []int{d}},
@@ -131,9 +149,18 @@ func hfTensors(c HFConfig) []hfTensor {
 		b := "blk." + strconv.Itoa(l) + "."
 		ts = append(ts,
 			hfTensor{hf: p + "input_layernorm.weight", gguf: b + "attn_norm.weight", shape: []int{d}},
-			hfTensor{hf: p + "self_attn.q_proj.weight", shape: []int{d, d}, permute: c.NumAttentionHeads},
-			hfTensor{hf: p + "self_attn.k_proj.weight", shape: []int{kv, d}, permute: c.NumKeyValueHeads},
+			hfTensor{hf: p + "self_attn.q_proj.weight", shape: []int{d, d}, permute: qp},
+			hfTensor{hf: p + "self_attn.k_proj.weight", shape: []int{kv, d}, permute: kp},
 			hfTensor{hf: p + "self_attn.v_proj.weight", shape: []int{kv, d}},
+		)
+		if c.Arch == "qwen2" {
+			ts = append(ts,
+				hfTensor{hf: p + "self_attn.q_proj.bias", gguf: b + "attn_q.bias", shape: []int{d}},
+				hfTensor{hf: p + "self_attn.k_proj.bias", gguf: b + "attn_k.bias", shape: []int{kv}},
+				hfTensor{hf: p + "self_attn.v_proj.bias", gguf: b + "attn_v.bias", shape: []int{kv}},
+			)
+		}
+		ts = append(ts,
 			hfTensor{hf: p + "self_attn.o_proj.weight", shape: []int{d, d}},
 			hfTensor{hf: p + "post_attention_layernorm.weight", gguf: b + "ffn_norm.weight", shape: []int{d}},
 			hfTensor{hf: p + "mlp.gate_proj.weight", shape: []int{h, d}},
@@ -150,7 +177,7 @@ func hfTensors(c HFConfig) []hfTensor {
 	return ts
 }
 
-// HF converts the Hugging Face llama model in dir.
+// HF converts the Hugging Face llama, mistral or qwen2 model in dir.
 func HF(dir string, o Options) (*gguf.Writer, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	data, err := os.ReadFile(cfgPath)
@@ -177,11 +204,11 @@ func HF(dir string, o Options) (*gguf.Writer, error) {
 		case name == "lm_head.weight" && c.TieWordEmbeddings: // a tied copy
 		default:
 			fi, _, _ := set.Tensor(name)
-			return nil, fmt.Errorf("%w: %s: tensor %q has no GGUF llama name", ErrUnsupported, set.Files[fi].Path, name)
+			return nil, fmt.Errorf("%w: %s: tensor %q has no GGUF %s name", ErrUnsupported, set.Files[fi].Path, name, c.Arch)
 		}
 	}
 	m := metadata{
-		hfDir: dir, name: o.Name, dim: c.HiddenSize, hidden: c.IntermediateSize, layers: c.NumHiddenLayers,
+		arch: c.Arch, hfDir: dir, name: o.Name, dim: c.HiddenSize, hidden: c.IntermediateSize, layers: c.NumHiddenLayers,
 		heads: c.NumAttentionHeads, kvHeads: c.NumKeyValueHeads, context: c.MaxPositionEmbeddings,
 		vocab: c.VocabSize, ropeBase: float32(c.RopeTheta), eps: float32(c.RMSNormEps),
 	}

@@ -3,7 +3,6 @@ package convert_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -156,38 +155,17 @@ func TestHFTokenizerJSON(t *testing.T) {
 		t.Errorf("%d ids for %d bytes: the merges did not apply", len(sluiceIDs[0]), len(tokText))
 	}
 
-	node, err := exec.LookPath("node")
-	if _, serr := os.Stat("../bench/node_modules"); serr != nil || err != nil || testing.Short() {
-		t.Logf("llama.cpp not run (needs node and bench/node_modules, not -short)")
+	plain, llamaEOG, err := llamaCppTokenize(t, out, texts)
+	if err != nil {
+		t.Logf("llama.cpp not run: %v", err)
 		return
 	}
-	cases, _ := json.Marshal(texts)
-	casesPath := filepath.Join(t.TempDir(), "cases.json")
-	if err := os.WriteFile(casesPath, cases, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, "../bench/pretok.mjs", "--cases", casesPath, out)
-	cmd.Stderr = os.Stderr
-	js, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("pretok.mjs: %v", err)
-	}
-	var r struct {
-		Models map[string]struct {
-			Plain [][]int32 `json:"plain"`
-			EOG   []int32   `json:"eog"`
-		} `json:"models"`
-	}
-	if err := json.Unmarshal(js, &r); err != nil {
-		t.Fatal(err)
-	}
-	got := r.Models[out]
 	for i := range texts {
-		if !slices.Equal(got.Plain[i], sluiceIDs[i]) {
-			t.Errorf("%q:\nllama.cpp %v\nsluice    %v", texts[i], got.Plain[i], sluiceIDs[i])
+		if !slices.Equal(plain[i], sluiceIDs[i]) {
+			t.Errorf("%q:\nllama.cpp %v\nsluice    %v", texts[i], plain[i], sluiceIDs[i])
 		}
 	}
-	if !slices.Equal(got.EOG, eog) {
-		t.Errorf("EOG: llama.cpp %v, sluice %v", got.EOG, eog)
+	if !slices.Equal(llamaEOG, eog) {
+		t.Errorf("EOG: llama.cpp %v, sluice %v", llamaEOG, eog)
 	}
 }

@@ -109,10 +109,14 @@ func NewBPE(o BPEOptions) (*BPE, error) {
 	}
 	types := o.Types
 	if types == nil {
-		types = inferTypes(o.Pieces, o.BOS, o.EOS, o.Unk, false)
+		types = inferTypes(o.Pieces, o.BOS, o.EOS, o.Unk, pre.raw)
 	}
-	v := newVocab(o.Pieces, types, o.BOS, o.EOS, o.Unk, unmapBytes)
-	v.addBOS, v.addEOS = o.AddBOS, o.AddEOS
+	unmap := unmapBytes
+	if pre.raw {
+		unmap = func(p string) string { return strings.ReplaceAll(p, spaceMarker, " ") }
+	}
+	v := newVocab(o.Pieces, types, o.BOS, o.EOS, o.Unk, unmap)
+	v.addBOS, v.addEOS = o.AddBOS || pre.forceBOS, o.AddEOS
 	return &BPE{vocab: v, ranks: ranks, pre: pre}, nil
 }
 
@@ -149,7 +153,11 @@ func (t *BPE) Encode(text string, o EncodeOptions) []int32 {
 			out = append(out, f.id)
 			continue
 		}
-		t.pre.split(&s.text, f.text, func(word string) { out = t.encodeWord(s, word, out) })
+		text := f.text
+		if t.pre.raw { // llama.cpp's escape_whitespaces, per raw-text fragment
+			text = strings.ReplaceAll(text, " ", spaceMarker)
+		}
+		t.pre.split(&s.text, text, func(word string) { out = t.encodeWord(s, word, out) })
 	}
 	t.scratch.Put(s)
 	if o.EOS && t.vocab.eos >= 0 {
@@ -158,14 +166,31 @@ func (t *BPE) Encode(text string, o EncodeOptions) []int32 {
 	return out
 }
 
-// encodeWord merges one pre-token and appends its tokens to out.
+// encodeWord merges one pre-token and appends its tokens to out. Its
+// symbols are the byte-level runes of its bytes, or for an SPM-style
+// vocabulary (pre.raw) its UTF-8 characters.
 func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 	buf, syms := s.buf[:0], s.syms[:0]
-	for i := 0; i < len(word); i++ {
-		n := int32(len(syms))
-		start := int32(len(buf))
-		buf = utf8.AppendRune(buf, byteRune[word[i]])
-		syms = append(syms, spmSym{start: start, n: int32(len(buf)) - start, prev: n - 1, next: n + 1})
+	if t.pre.raw {
+		if t.pre.newlineWhole && strings.Trim(word, "\n") == "" {
+			if id, ok := t.vocab.lookup[word]; ok {
+				return append(out, id)
+			}
+		}
+		buf = append(buf, word...)
+		for i := 0; i < len(word); {
+			_, w := utf8.DecodeRuneInString(word[i:])
+			n := int32(len(syms))
+			syms = append(syms, spmSym{start: int32(i), n: int32(w), prev: n - 1, next: n + 1})
+			i += w
+		}
+	} else {
+		for i := 0; i < len(word); i++ {
+			n := int32(len(syms))
+			start := int32(len(buf))
+			buf = utf8.AppendRune(buf, byteRune[word[i]])
+			syms = append(syms, spmSym{start: start, n: int32(len(buf)) - start, prev: n - 1, next: n + 1})
+		}
 	}
 	if len(syms) == 0 {
 		return out
@@ -199,6 +224,14 @@ func (t *BPE) encodeWord(s *bpeScratch, word string, out []int32) []int32 {
 		piece := buf[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.vocab.lookup[string(piece)]; ok {
 			out = append(out, id)
+			continue
+		}
+		if t.pre.raw { // each byte's "<0xXX>" piece; none: the byte is dropped
+			for _, b := range piece {
+				if id := t.vocab.byteTok[b]; id >= 0 {
+					out = append(out, id)
+				}
+			}
 			continue
 		}
 		for j := 0; j < len(piece); {

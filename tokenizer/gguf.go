@@ -25,7 +25,9 @@ const (
 )
 
 // FromGGUF builds the tokenizer stored in a GGUF file's metadata:
-// tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE. Other models,
+// tokenizer.ggml.model "llama" gives an *SPM, "gpt2" an *BPE, "gemma4" an
+// SentencePiece-style *BPE with pre-tokenizer "gemma4" whatever
+// tokenizer.ggml.pre says (as llama.cpp reads it). Other models,
 // and byte-level BPE pre-tokenizers (tokenizer.ggml.pre) not listed by
 // PreTokenizers, are ErrUnsupported (the error names the value and lists the
 // known ones; FromGGUFOptions can force one); no tokenizer.ggml.pre means
@@ -35,7 +37,8 @@ const (
 // tokens, and the EOG set (EOGer) is derived from those texts, EOS and the
 // eot/eom/fim_* token id keys.
 //
-// Required: model and tokens, plus scores for "llama" and merges for "gpt2".
+// Required: model and tokens, plus scores for "llama" and merges for "gpt2"
+// (but for pre-tokenizer "kimi-k2", as in llama.cpp).
 // Optional: token_type (default: inferred from the special ids and, for
 // "llama", "<0xXX>" pieces), bos/eos/unknown_token_id (defaults 1/2/0 for
 // "llama" as in SentencePiece, none for "gpt2"; 0xFFFFFFFF means none),
@@ -63,8 +66,8 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if model != "llama" && model != "gpt2" {
-		return nil, fmt.Errorf("tokenizer: %s: %s is %q; supported are \"llama\" (SentencePiece) and \"gpt2\" (byte-level BPE): %w", m.name, keyModel, model, ErrUnsupported)
+	if model != "llama" && model != "gpt2" && model != "gemma4" {
+		return nil, fmt.Errorf("tokenizer: %s: %s is %q; supported are \"llama\" (SentencePiece), \"gpt2\" (byte-level BPE) and \"gemma4\" (SentencePiece-style BPE): %w", m.name, keyModel, model, ErrUnsupported)
 	}
 	tokens, err := m.strs(keyTokens)
 	if err != nil {
@@ -111,7 +114,9 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 		}
 	}
 	pre := o.Pre
-	if pre == "" {
+	if model == "gemma4" {
+		pre = "gemma4"
+	} else if pre == "" {
 		if _, present := f.Get(keyPre); present {
 			if pre, err = m.str(keyPre); err != nil {
 				return nil, err
@@ -165,9 +170,11 @@ func FromGGUFOptions(f *gguf.File, o GGUFOptions) (Tokenizer, error) {
 		return t, nil
 	}
 
-	merges, err := m.strs(keyMerges)
-	if err != nil {
-		return nil, err
+	var merges []string
+	if _, ok := f.Get(keyMerges); ok || preTok.name != "kimi-k2" { // llama.cpp reads Kimi K2 without merges
+		if merges, err = m.strs(keyMerges); err != nil {
+			return nil, err
+		}
 	}
 	t, err = NewBPE(BPEOptions{
 		Pieces: tokens, Types: types, Merges: merges, Pre: pre,

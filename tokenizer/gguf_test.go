@@ -253,3 +253,20 @@ func TestSpecialTokens(t *testing.T) {
 		t.Errorf("gpt-2 <|endoftext|> as text: %v (%q)", got, gpt.Decode(got))
 	}
 }
+
+// Kimi K2 files may carry no merges (llama.cpp reads them so); any other
+// byte-level name without merges names the missing key.
+func TestFromGGUFKimiNoMerges(t *testing.T) {
+	kvs := edit(edit(bpeKVs(), "tokenizer.ggml.merges", nil), "tokenizer.ggml.pre", "kimi-k2")
+	tok, err := FromGGUF(ggufFixture(t, kvs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("ab a", EncodeOptions{}); !slices.Equal(got, []int32{0, 1, 2, 0}) {
+		t.Errorf("Encode(\"ab a\") = %v, want [0 1 2 0] (no merges)", got)
+	}
+	_, err = FromGGUF(ggufFixture(t, edit(kvs, "tokenizer.ggml.pre", "qwen2")))
+	if !errors.Is(err, ErrMissingKey) || !strings.Contains(err.Error(), "tokenizer.ggml.merges") {
+		t.Errorf("qwen2 without merges: %v, want ErrMissingKey naming tokenizer.ggml.merges", err)
+	}
+}

@@ -48,6 +48,18 @@ type preType struct {
 	ignoreMerges bool
 	addBOS       bool // add_bos default (the GGUF key overrides it)
 	noBOS        bool // no default BOS id (ChatGLM), before the GGUF key
+	// raw: SentencePiece-style BPE (llama.cpp's byte_encode off, with
+	// escape_whitespaces on): the pieces are raw UTF-8 with "▁" for a
+	// space, spaces in the text become "▁" before splitting, merges run on
+	// UTF-8 characters, and a piece missing from the vocabulary falls back
+	// to its bytes' "<0xXX>" pieces (dropped where there is none).
+	raw bool
+	// newlineWhole: a pre-token of newlines only that is itself a piece is
+	// that piece, not merged (llama.cpp's Gemma 4 rule).
+	newlineWhole bool
+	// forceBOS: add_bos is true even when the GGUF key says false
+	// (llama.cpp's Gemma 4 override).
+	forceBOS bool
 }
 
 var preTypes = map[string]preType{
@@ -78,6 +90,10 @@ var preTypes = map[string]preType{
 	"tiny_aya":       {patterns: []string{patTinyAya, `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+` + patContr + `?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*` + patContr + `?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`}},
 	"minicpm5":       {patterns: []string{`\p{N}{1,3}`, `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}, ignoreMerges: true},
 	"laguna":         {patterns: []string{patNewlines, patQwen2}},
+	// Gemma 4 and Sarvam: SentencePiece-style BPE, cut at newlines only.
+	"gemma4":     {patterns: []string{patNewlines}, raw: true, newlineWhole: true, addBOS: true, forceBOS: true},
+	"sarvam-moe": {patterns: []string{patNewlines}, raw: true},
+	"kimi-k2":    {patterns: []string{patKimiK2}},
 }
 
 // preNames maps every tokenizer.ggml.pre value llama.cpp accepts for a
@@ -106,6 +122,7 @@ var preNames = map[string]string{
 	"tiny_aya": "tiny_aya", "cohere2moe": "tiny_aya", "superbpe": "superbpe", "trillion": "gpt2",
 	"granite-docling": "gpt2", "bailingmoe": "bailingmoe", "bailingmoe2": "bailingmoe", "llada-moe": "bailingmoe",
 	"seed-coder": "seed-coder", "ufakzeka": "ufakzeka", "afmoe": "afmoe", "laguna": "laguna", "minicpm5": "minicpm5",
+	"gemma4": "gemma4", "granite-embed-multi-311m": "gemma4", "sarvam-moe": "sarvam-moe", "kimi-k2": "kimi-k2",
 }
 
 // cleanSpacesOff are the names for which llama.cpp turns clean_spaces (HF
@@ -121,7 +138,7 @@ var cleanSpacesOff = map[string]bool{
 	"superbpe": true, "trillion": true, "granite-docling": true, "bailingmoe": true, "bailingmoe2": true,
 	"llada-moe": true, "seed-coder": true, "hunyuan": true, "hunyuan-dense": true, "hy_v4": true,
 	"joyai-llm": true, "ufakzeka": true, "grok-2": true, "afmoe": true, "laguna": true,
-	"minimax-m2": true, "solar-open": true,
+	"minimax-m2": true, "solar-open": true, "sarvam-moe": true, "kimi-k2": true,
 }
 
 // preTokenizer is a name's compiled pre-tokenizer.
@@ -133,6 +150,8 @@ type preTokenizer struct {
 	addBOS bool
 	noBOS  bool
 	clean  bool
+	// raw, newlineWhole, forceBOS: the preType flags.
+	raw, newlineWhole, forceBOS bool
 }
 
 // The hand-written splitters, keyed by the pattern they implement.
@@ -143,6 +162,7 @@ var customSplitters = map[string]splitter{
 	patNewlines:    splitNewlines,
 	patDigitGroups: splitDigitGroups,
 	patTinyAya:     splitDigitGroups, // llama.cpp runs the AFMoE splitter for it
+	patKimiK2:      splitKimiK2,
 }
 
 var (
@@ -177,7 +197,8 @@ func compilePre() (map[string]*preTokenizer, error) {
 		for name, typ := range preNames {
 			pt := preTypes[typ]
 			compiled[name] = &preTokenizer{name: name, typ: typ, steps: byType[typ],
-				ignore: pt.ignoreMerges, addBOS: pt.addBOS, noBOS: pt.noBOS, clean: !cleanSpacesOff[name]}
+				ignore: pt.ignoreMerges, addBOS: pt.addBOS, noBOS: pt.noBOS, clean: !cleanSpacesOff[name],
+				raw: pt.raw, newlineWhole: pt.newlineWhole, forceBOS: pt.forceBOS}
 		}
 	})
 	return compiled, compileErr
@@ -207,6 +228,9 @@ type PreTokenizerInfo struct {
 	// add_bos default and clean_spaces for it (clean_spaces is reported,
 	// not applied: see preType).
 	IgnoreMerges, AddBOS, CleanSpaces bool
+	// SPMStyle: the pieces are raw UTF-8 with "▁" for spaces and "<0xXX>"
+	// byte pieces, not byte-level (llama.cpp's byte_encode off).
+	SPMStyle bool
 }
 
 // LookupPreTokenizer returns what the table says of a tokenizer.ggml.pre value.
@@ -216,7 +240,7 @@ func LookupPreTokenizer(name string) (PreTokenizerInfo, bool) {
 		return PreTokenizerInfo{}, false
 	}
 	return PreTokenizerInfo{Name: name, Type: p.typ, Patterns: slices.Clone(preTypes[p.typ].patterns),
-		IgnoreMerges: p.ignore, AddBOS: p.addBOS, CleanSpaces: p.clean}, true
+		IgnoreMerges: p.ignore, AddBOS: p.addBOS, CleanSpaces: p.clean, SPMStyle: p.raw}, true
 }
 
 // split cuts s into pre-tokens and calls emit with each.

@@ -170,11 +170,108 @@ func buildPretokVocab() (pieces []string, types []int32, merges []string, eot in
 	return pieces, types, merges, eot
 }
 
+// rawVocabOnce is the test vocabulary of the SentencePiece-style names
+// (gemma4, sarvam-moe): the 256 "<0xXX>" byte pieces, every character of the
+// cases but those of the emoji and Thai ones (so those fall back to bytes),
+// "▁" for a space, the newline runs "\n" and "\n\n\n" as pieces, 700 merges
+// learned within lines (llama.cpp cuts these at newlines, and a merge never
+// holds one), and the same special tokens.
+var rawVocabOnce = sync.OnceValue(func() (v struct {
+	pieces []string
+	types  []int32
+	merges []string
+	eot    int32
+}) {
+	have := map[string]bool{}
+	add := func(p string, t TokenType) int32 {
+		v.pieces = append(v.pieces, p)
+		v.types = append(v.types, int32(t))
+		have[p] = true
+		return int32(len(v.pieces) - 1)
+	}
+	for b := range 256 {
+		add(fmt.Sprintf("<0x%02X>", b), TypeByte)
+	}
+	var seqs [][]string
+	for _, c := range pretokCases {
+		if strings.Contains(c, "🦙") || strings.Contains(c, "สวัสดี") || strings.Contains(c, "zyxwvu") {
+			continue
+		}
+		for _, sp := range pretokSpecials {
+			c = strings.ReplaceAll(c, sp, " ")
+		}
+		for _, line := range strings.Split(strings.ReplaceAll(c, " ", spaceMarker), "\n") {
+			var q []string
+			for _, r := range line {
+				if !have[string(r)] {
+					add(string(r), TypeNormal)
+				}
+				q = append(q, string(r))
+			}
+			seqs = append(seqs, q, q) // twice, so that pairs seen once still merge
+		}
+	}
+	add("\n", TypeNormal)
+	add("\n\n\n", TypeNormal) // case 6 has this run: gemma4 takes it whole, sarvam-moe does not
+
+	for len(v.merges) < 700 {
+		counts := map[[2]string]int{}
+		for _, q := range seqs {
+			for j := 0; j+1 < len(q); j++ {
+				counts[[2]string{q[j], q[j+1]}]++
+			}
+		}
+		var best [2]string
+		n := 1
+		for _, k := range slices.SortedFunc(maps.Keys(counts), func(a, b [2]string) int {
+			return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+		}) {
+			if counts[k] > n {
+				best, n = k, counts[k]
+			}
+		}
+		if n < 2 {
+			break
+		}
+		v.merges = append(v.merges, best[0]+" "+best[1])
+		if m := best[0] + best[1]; !have[m] {
+			add(m, TypeNormal)
+		}
+		for i, q := range seqs {
+			out := q[:0:0]
+			for j := 0; j < len(q); j++ {
+				if j+1 < len(q) && q[j] == best[0] && q[j+1] == best[1] {
+					out = append(out, best[0]+best[1])
+					j++
+					continue
+				}
+				out = append(out, q[j])
+			}
+			seqs[i] = out
+		}
+	}
+	v.eot = add("<|endoftext|>", TypeControl)
+	add("<|im_start|>", TypeControl)
+	add("<|im_end|>", TypeControl)
+	add("<|user_def|>", TypeUserDefined)
+	return v
+})
+
 // writePretokGGUF writes the test vocabulary with tokenizer.ggml.pre = pre
-// (no key for "") as a vocab-only llama GGUF llama.cpp loads.
+// (no key for "") as a vocab-only llama GGUF llama.cpp loads. A
+// SentencePiece-style name gets rawVocabOnce's vocabulary, and "gemma4"
+// tokenizer.ggml.model "gemma4" as Gemma 4 files have (the others "gpt2").
 func writePretokGGUF(t *testing.T, dir, pre string) string {
 	t.Helper()
 	pieces, types, merges, eot := pretokVocab()
+	model := "gpt2"
+	if info, _ := LookupPreTokenizer(pre); info.SPMStyle {
+		v := rawVocabOnce()
+		pieces, types, merges, eot = slices.Clone(v.pieces), slices.Clone(v.types), v.merges, v.eot
+		if pre == "gemma4" {
+			model = "gemma4"
+		}
+	}
 	w := gguf.NewWriter()
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: "llama"},
@@ -184,7 +281,7 @@ func writePretokGGUF(t *testing.T, dir, pre string) string {
 		{Key: "llama.feed_forward_length", Value: uint32(128)},
 		{Key: "llama.attention.head_count", Value: uint32(4)},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
-		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.model", Value: model},
 	}
 	if pre != "" {
 		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.pre", Value: pre})
@@ -383,9 +480,18 @@ func TestPreTokenizersLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			spmStyle := false
+			if info, _ := LookupPreTokenizer(name); info.SPMStyle {
+				spmStyle = true
+			}
 			for i, c := range pretokCases {
 				if got := tok.Encode(c, EncodeOptions{}); !slices.Equal(got, want.Plain[i]) {
 					t.Errorf("case %d %q:\nsluice    %v\nllama.cpp %v", i, c, got, want.Plain[i])
+				}
+				// SentencePiece-style pieces decode "▁" back to spaces and
+				// byte pieces to their bytes: every case comes back whole.
+				if d := tok.Decode(want.Plain[i]); spmStyle && d != c {
+					t.Errorf("case %d %q decodes to %q", i, c, d)
 				}
 				if got := tok.Encode(c, EncodeOptions{ParseSpecial: true}); !slices.Equal(got, want.Special[i]) {
 					t.Errorf("case %d %q with parse_special:\nsluice    %v\nllama.cpp %v", i, c, got, want.Special[i])

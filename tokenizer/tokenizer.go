@@ -10,7 +10,9 @@
 //     Text is split by the pre-tokenizer its tokenizer.ggml.pre names (a
 //     table of llama.cpp's pattern sequences, pretable.go), each byte is
 //     mapped to a printable rune and pairs are merged in the order of the
-//     merges list.
+//     merges list. The SentencePiece-style names (gemma4, sarvam-moe) keep
+//     raw UTF-8 instead: spaces become "▁", characters are merged, and what
+//     no piece covers falls back to "<0xXX>" byte pieces.
 //
 // Both reproduce llama.cpp's tokenizers (llm_tokenizer_spm, llm_tokenizer_bpe)
 // token for token on llama.cpp's own test vectors and, for every

@@ -17,7 +17,7 @@ func cmdConvert(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, err := oneArg(pos, "IN (a llama2.c .bin or a Hugging Face model directory)")
+	in, err := oneArg(pos, "IN (a llama2.c .bin or a Hugging Face llama, mistral or qwen2 model directory)")
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	}
 	archName := fs.String("arch", "llama", "architecture: "+strings.Join(archNames, ", "))
 	headDim := fs.Int("head-dim", 0, "attention head size (attention.key_length); 0: width/heads")
+	layers := fs.Int("layers", 0, "number of layers (block_count); 0: the preset's (gemma3 needs 6 for one global layer)")
 	dtypeName := fs.String("dtype", "f32", "matrix type: f32, f16, bf16, q8_0 or q4_0 (norms stay f32)")
 	seed := fs.Uint64("seed", 0, "random seed; the same seed, preset and dtype give the same file")
 	std := fs.Float64("std", 0, fmt.Sprintf("standard deviation of the weights; 0: the architecture's (llama: %g, others: 0.2)", synth.DefaultStd))
@@ -75,6 +76,12 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	p, err := synth.LookupPreset(*presetName)
 	if err != nil {
 		return err
+	}
+	if *layers < 0 {
+		return fmt.Errorf("gen-model: --layers %d: want ≥ 0 (0: the preset's %d): %w", *layers, p.Layers, errUsage)
+	}
+	if *layers > 0 {
+		p.Layers = *layers
 	}
 	if _, err := synth.LookupArch(*archName); err != nil {
 		return fmt.Errorf("gen-model: --arch: %w", err)

@@ -49,10 +49,11 @@ func TestGenModel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown preset", []string{"--preset", "3b", "-o", path}, "tiny, 15m, 110m, 1b"},
+		{"unknown preset", []string{"--preset", "3b", "-o", path}, "tiny, tiny-k, 15m, 110m, 1b"},
 		{"bad dtype", []string{"--dtype", "q5_k", "-o", path}, "--dtype"},
 		{"no output", []string{"--preset", "tiny"}, "-o FILE is required"},
 		{"bad std", []string{"--std", "-1", "-o", path}, "--std -1"},
+		{"bad layers", []string{"--layers", "-2", "-o", path}, "--layers -2"},
 		{"missing tokenizer", []string{"--tokenizer", filepath.Join(dir, "none.bin"), "-o", path}, "none.bin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

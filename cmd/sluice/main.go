@@ -48,7 +48,7 @@ func init() {
 		{"gen-model", "gen-model --preset tiny|15m|110m|1b --dtype f32|f16|q8_0|q4_0 [--seed S] -o FILE.gguf", "write a seeded synthetic Llama model", cmdGenModel},
 		{"eval", "eval -m MODEL [--tokenizer T] --text FILE [--ref MODEL2 [--ref-tokenizer T2]] [--ctx N] [--json] | eval --make-text -m MODEL -o FILE [--tokens N] [--seed S]", "perplexity, KL divergence and top-1 agreement over a text", cmdEval},
 		{"lora", "lora merge -m BASE [--tokenizer T] --adapter DIR[:scale] -o OUT [--scale S] [--permute-qk]", "merge PEFT LoRA adapters into a new model file", cmdLora},
-		{"convert", "convert IN -o OUT.gguf [--tokenizer TOKENIZER.bin] [--tokenizer-pre NAME] [--name NAME]", "convert a llama2.c .bin or a Hugging Face llama/mistral directory (with its tokenizer.json) to GGUF", cmdConvert},
+		{"convert", "convert IN -o OUT.gguf [--tokenizer TOKENIZER.bin] [--tokenizer-pre NAME] [--name NAME]", "convert a llama2.c .bin or a Hugging Face llama/mistral/qwen2 directory (with its tokenizer.json) to GGUF", cmdConvert},
 		{"bench", "bench -m MODEL [--tokenizer TOK] [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--runs 5] [--json]", "measure prefill and decode speed", cmdBench},
 		{"quantize", "quantize -m IN [--tokenizer TOK] -o OUT.gguf --type q8_0|q4_0|int8-gN|int4-gN|nf4", "write a copy of a model with quantized weight matrices", cmdQuantize},
 		{"serve", serveUsage, "serve the OpenAI-compatible HTTP API", cmdServe},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/compress/quant"
+	"github.com/sluicehq/sluice/convert"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/format/llama2c"
 	"github.com/sluicehq/sluice/model"
@@ -130,124 +130,28 @@ func mixNames() string {
 	return strings.Join(names, ", ")
 }
 
-// quantizeMix writes in as a llama.cpp K-quant mix: each tensor gets the
-// type mix.Plan assigns (llama.cpp's llama_tensor_get_type), quantized with
-// ggml's reference rounding (tensor.QuantizeRow), so llama.cpp reads it.
+// quantizeMix writes in as a llama.cpp K-quant mix (convert.QuantizeMix:
+// llama.cpp's per-tensor types and ggml's reference rounding), so llama.cpp
+// reads it.
 func quantizeMix(ctx context.Context, e *env, mix quant.Mix, in, tok, out string) error {
 	src, err := openRewrite(in, tok, out)
 	if err != nil {
 		return fmt.Errorf("quantize: %w", err)
 	}
 	defer src.close()
-	md, err := src.mixModel()
+	w, res, err := convert.QuantizeMix(ctx, convert.MixInput{Path: src.path, R: src.f, KV: src.kv, Tensors: src.tensors}, mix)
 	if err != nil {
-		return fmt.Errorf("quantize: %w", err)
-	}
-	ts := make([]quant.MixTensor, len(src.tensors))
-	for i, t := range src.tensors {
-		ts[i] = quant.MixTensor{Name: t.Name, Shape: t.Shape, DType: t.DType}
-	}
-	plan, err := mix.Plan(ts, md)
-	if err != nil {
-		return fmt.Errorf("quantize: %s: %w", in, err)
-	}
-	w := gguf.NewWriter()
-	counts := map[tensor.DType]int{}
-	for i, t := range src.tensors {
-		dt := plan[i]
-		if !quant.Quantizable(t.Name, t.Shape) || dt == t.DType {
-			err = w.AddTensorFunc(t.Name, t.DType, t.Shape, src.copyRaw(ctx, t))
-		} else {
-			counts[dt]++
-			err = w.AddTensorFunc(t.Name, dt, t.Shape, func(o io.Writer) error {
-				vals, err := src.f32Ctx(ctx, t)
-				if err != nil {
-					return err
-				}
-				q, err := quant.QuantizeMatrix(vals, t.Rows(), t.Cols(), dt)
-				if err != nil {
-					return fmt.Errorf("%s: tensor %s: %w", src.path, t.Name, err)
-				}
-				_, err = o.Write(q)
-				return err
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("quantize: %s: %w", out, err)
-		}
-	}
-	var mixMsg []string
-	for _, dt := range slices.Sorted(maps.Keys(counts)) {
-		mixMsg = append(mixMsg, fmt.Sprintf("%d %v", counts[dt], dt))
-	}
-	note := fmt.Sprintf("sluice quantize --type %s: %s", mix.Name, strings.Join(mixMsg, ", "))
-	meta := map[string]any{
-		"general.file_type":            mix.FileType,
-		"general.quantization_version": uint32(2),
-		"general.quantization_notes":   note,
-	}
-	if err := src.writeMeta(w, meta); err != nil {
 		return fmt.Errorf("quantize: %w", err)
 	}
 	size, err := writeGGUF(w, out)
 	if err != nil {
 		return fmt.Errorf("quantize: %w", err)
 	}
+	_, summary, _ := strings.Cut(res.Note, ": ")
 	fmt.Fprintf(e.stdout, "wrote %s: %s (%s), %d → %d bytes (%.1f%%)\n",
-		out, mix.Name, strings.Join(mixMsg, ", "), src.size, size, 100*float64(size)/float64(src.size))
+		out, mix.Name, summary, src.size, size, 100*float64(size)/float64(src.size))
 	zerolog.Ctx(ctx).Info().Str("in", src.path).Str("out", out).Str("type", mix.Name).Int64("bytes", size).Msg("quantize done")
 	return nil
-}
-
-// mixModel reads the model facts a K-quant mix depends on from the
-// metadata: the architecture, its block count and head counts.
-func (r *rewriteSource) mixModel() (quant.MixModel, error) {
-	var md quant.MixModel
-	get := func(key string) (any, bool) {
-		for _, kv := range r.kv {
-			if kv.Key == key {
-				return kv.Value, true
-			}
-		}
-		return nil, false
-	}
-	a, ok := get("general.architecture")
-	if md.Arch, _ = a.(string); !ok || md.Arch == "" {
-		return md, fmt.Errorf("%s: no general.architecture string: a K-quant mix needs the layer count", r.path)
-	}
-	num := func(key string, need bool) (int, error) {
-		v, ok := get(key)
-		if !ok {
-			if need {
-				return 0, fmt.Errorf("%s: missing key %s (a K-quant mix depends on it)", r.path, key)
-			}
-			return 0, nil
-		}
-		switch x := v.(type) {
-		case uint32:
-			return int(x), nil
-		case int32:
-			return int(x), nil
-		case uint64:
-			return int(x), nil
-		case int64:
-			return int(x), nil
-		case uint16:
-			return int(x), nil
-		}
-		return 0, fmt.Errorf("%s: key %s is %T, want an integer", r.path, key, v)
-	}
-	var err error
-	if md.Layers, err = num(md.Arch+".block_count", true); err != nil {
-		return md, err
-	}
-	if md.Heads, err = num(md.Arch+".attention.head_count", false); err != nil {
-		return md, err
-	}
-	if md.KVHeads, err = num(md.Arch+".attention.head_count_kv", false); err != nil {
-		return md, err
-	}
-	return md, nil
 }
 
 func schemeNames() string {

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/compress/quant"
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/synth"
@@ -26,10 +26,8 @@ import (
 var updateKQuant = flag.Bool("update-kquant", false, "rewrite testdata/kquant-llamacpp-ids.json from llama.cpp (needs bench/node_modules)")
 
 const (
-	kqGolden  = "testdata/kquant-llamacpp-ids.json"
-	kqIdsMjs  = "../../bench/ids.mjs"
-	kqNodeDir = "../../bench/node_modules"
-	kqGenLen  = 64
+	kqGolden = "testdata/kquant-llamacpp-ids.json"
+	kqGenLen = 64
 )
 
 var kqPrompt = []int32{1, 45, 300, 17, 222, 9, 130}
@@ -228,7 +226,7 @@ func TestQuantizeMixRunsInLlamaCpp(t *testing.T) {
 			if d := len(slices.Compact(slices.Sorted(slices.Values(ids)))); d < 16 {
 				t.Errorf("%d distinct tokens in %d: too repetitive to compare (%v)", d, kqGenLen, ids)
 			}
-			if cpp, err := kqLlamaCpp(t, out); err != nil {
+			if cpp, err := testutil.LlamaCppIDs(t, out, kqPrompt, kqGenLen); err != nil {
 				t.Logf("llama.cpp not run: %v", err)
 			} else {
 				live++
@@ -321,35 +319,6 @@ func readKQGolden(t *testing.T) map[string][]int32 {
 		t.Fatalf("%s: prompt %v, the test's is %v", kqGolden, g.Prompt, kqPrompt)
 	}
 	return g.IDs
-}
-
-// kqLlamaCpp runs bench/ids.mjs on path, or reports why it cannot.
-func kqLlamaCpp(t *testing.T, path string) ([]int32, error) {
-	t.Helper()
-	if _, err := os.Stat(kqNodeDir); err != nil {
-		return nil, fmt.Errorf("no %s (cd bench && npm install)", kqNodeDir)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return nil, fmt.Errorf("no node on PATH")
-	}
-	ps := make([]string, len(kqPrompt))
-	for i, tok := range kqPrompt {
-		ps[i] = fmt.Sprint(tok)
-	}
-	cmd := exec.CommandContext(t.Context(), node, kqIdsMjs, "-m", path, "--n", fmt.Sprint(kqGenLen), "--prompt", strings.Join(ps, ","))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node ids.mjs: %v", err)
-	}
-	var r struct {
-		IDs []int32 `json:"ids"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("ids.mjs output %q: %v", out, err)
-	}
-	return r.IDs, nil
 }
 
 // kqNearTie is the largest logit gap, relative to 1+|best|, at which sluice

@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/tensor"
 )
 
 // Through the whole engine (three prompts in flight in one batch, prefill in
@@ -23,7 +22,7 @@ func TestEngineMatchesRef(t *testing.T) {
 	exact := kernels.Impl() == "generic"
 	for _, c := range cases {
 		t.Run(c.arch, func(t *testing.T) {
-			path := c.write(t, dir, tensor.F32)
+			path := c.write(t, dir, f32col)
 			l, err := model.Load(t.Context(), model.LoadOptions{Path: path, Threads: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/gemma"
-	"github.com/sluicehq/sluice/tensor"
 )
 
 func gemmaCase(t *testing.T, arch string) archCase {
@@ -41,8 +40,8 @@ func gemmaParams(t *testing.T, path string) gemma.Params {
 // only (gemma3) or on both (gemma2), the query scale, the caps.
 func TestGemmaParams(t *testing.T) {
 	dir := t.TempDir()
-	g2 := gemmaCase(t, "gemma2").write(t, dir, tensor.F32)
-	g3 := gemmaCase(t, "gemma3").write(t, dir, tensor.F32)
+	g2 := gemmaCase(t, "gemma2").write(t, dir, f32col)
+	g3 := gemmaCase(t, "gemma3").write(t, dir, f32col)
 	p := gemmaParams(t, g2)
 	if !slices.Equal(p.Local, []bool{true, false}) || p.Window != 16 || p.SlidingWindow != 0 {
 		t.Errorf("gemma2: local %v, window %d, cache window %d; want [true false], 16, 0", p.Local, p.Window, p.SlidingWindow)

@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/llama"
 	"github.com/sluicehq/sluice/model/ref"
-	"github.com/sluicehq/sluice/tensor"
 )
 
 // rewrite copies the GGUF at src to dst through edit, which may change the
@@ -83,7 +82,7 @@ func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{}
 	for _, c := range cases {
-		files[c.arch] = c.write(t, dir, tensor.F32)
+		files[c.arch] = c.write(t, dir, f32col)
 	}
 	for _, tc := range []struct {
 		name, src string
@@ -153,7 +152,7 @@ func TestFeaturesDecide(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range cases {
 		t.Run(c.arch, func(t *testing.T) {
-			path := c.write(t, dir, tensor.F32)
+			path := c.write(t, dir, f32col)
 			l, err := model.Load(t.Context(), model.LoadOptions{Path: path})
 			if err != nil {
 				t.Fatal(err)
@@ -237,7 +236,7 @@ func TestFeaturesDecide(t *testing.T) {
 // the tensor file's bit for bit.
 func TestLlama3ScalingKeys(t *testing.T) {
 	dir := t.TempDir()
-	withTensor := cases[0].write(t, dir, tensor.F32)
+	withTensor := cases[0].write(t, dir, f32col)
 	withKeys := filepath.Join(dir, "keys.gguf")
 	rewrite(t, withTensor, withKeys, map[string]any{
 		"llama.rope.scaling.type":                    "llama3",
@@ -272,7 +271,7 @@ func TestLlama3ScalingKeys(t *testing.T) {
 // the greedy ids stay llama.cpp's.
 func TestLlamaIgnoresSlidingWindow(t *testing.T) {
 	dir := t.TempDir()
-	src := cases[0].write(t, dir, tensor.F32)
+	src := cases[0].write(t, dir, f32col)
 	dst := filepath.Join(dir, "swa.gguf")
 	rewrite(t, src, dst, map[string]any{"llama.attention.sliding_window": uint32(4)}, nil)
 	l, err := model.Load(t.Context(), model.LoadOptions{Path: dst})
@@ -284,7 +283,7 @@ func TestLlamaIgnoresSlidingWindow(t *testing.T) {
 		t.Fatalf("sliding window %d, want 0 (none)", w)
 	}
 	ids, _ := engineGreedy(t, l, genLen)
-	if want := readGolden(t)[cases[0].key(tensor.F32)]; !slices.Equal(ids, want) {
+	if want := readGolden(t)[cases[0].key(f32col)]; !slices.Equal(ids, want) {
 		t.Errorf("with a sliding window of 4 in the file: %v, llama.cpp without it %v", ids, want)
 	}
 }

@@ -61,44 +61,6 @@ const (
 	sGateUp // fused gate|up product
 )
 
-// pinned gathers the weights of one Forward so they are released together.
-// A Forward pins 9 to 15 of them (2 norms, 7 matrices, up to 4 biases and 2
-// Q/K norms); a fixed array on the stack
-// keeps the decode loop free of allocations (an append-grown slice escaped).
-type pinned struct {
-	p [16]offload.Pinned
-	n int
-}
-
-func (p *pinned) add(pin offload.Pinned) {
-	if p.n == len(p.p) {
-		panic("llama: more than 16 weights pinned in one Forward")
-	}
-	p.p[p.n] = pin
-	p.n++
-}
-
-func (p *pinned) matrix(ctx context.Context, w offload.Store, r offload.Ref) (kernels.Weight, error) {
-	m, pin, err := model.Matrix(ctx, w, r)
-	if err == nil {
-		p.add(pin)
-	}
-	return m, err
-}
-
-// vector pins an optional 1-D tensor; nil gives nil. buf holds a decoded
-// copy when the tensor is not F32.
-func (p *pinned) vector(ctx context.Context, w offload.Store, r *offload.Ref, buf *[]float32) ([]float32, error) {
-	if r == nil {
-		return nil, nil
-	}
-	v, pin, err := model.Vector(ctx, w, *r, buf)
-	if err == nil {
-		p.add(pin)
-	}
-	return v, err
-}
-
 // addBias adds bias to each of the n rows of x; a nil bias is no bias.
 func addBias(x, bias []float32, n int) {
 	if bias == nil {
@@ -110,24 +72,12 @@ func addBias(x, bias []float32, n int) {
 	}
 }
 
-func (p *pinned) release() { p.releaseFrom(0) }
-
-// releaseFrom releases the weights pinned since p.n was mark, so a streamed
-// store may refill their buffers while the block goes on computing.
-func (p *pinned) releaseFrom(mark int) {
-	for i := p.n - 1; i >= mark; i-- {
-		p.p[i].Release()
-		p.p[i] = nil
-	}
-	p.n = min(p.n, mark)
-}
-
 // Forward runs attention and MLP over every row of st.Hidden, in place.
 func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) error {
 	m, a, l := b.m, b.m.arch, b.l
 	n, dim, qd, kvd := st.Batch.Len(), a.Dim, m.qDim(), m.kvDim()
-	var pins pinned
-	defer pins.release()
+	var pins model.Pins
+	defer pins.Release()
 	var ad *layerAdapter // nil: the base model alone
 	if st.Adapter != "" {
 		set, err := m.adapter(st.Adapter)
@@ -137,28 +87,27 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		ad = &set.layers[b.i]
 	}
 	var normBuf []float32
-	attnNorm, p1, err := model.Vector(ctx, w, l.AttnNorm, &normBuf)
+	attnNorm, err := pins.Vector(ctx, w, &l.AttnNorm, &normBuf)
 	if err != nil {
 		return err
 	}
-	pins.add(p1)
 	var wq, wk, wv, wqkv kernels.Weight
 	if l.Attn.QKV != nil {
-		if wqkv, err = pins.matrix(ctx, w, *l.Attn.QKV); err != nil {
+		if wqkv, err = pins.Matrix(ctx, w, *l.Attn.QKV); err != nil {
 			return err
 		}
 	} else {
-		if wq, err = pins.matrix(ctx, w, l.Attn.Q); err != nil {
+		if wq, err = pins.Matrix(ctx, w, l.Attn.Q); err != nil {
 			return err
 		}
-		if wk, err = pins.matrix(ctx, w, l.Attn.K); err != nil {
+		if wk, err = pins.Matrix(ctx, w, l.Attn.K); err != nil {
 			return err
 		}
-		if wv, err = pins.matrix(ctx, w, l.Attn.V); err != nil {
+		if wv, err = pins.Matrix(ctx, w, l.Attn.V); err != nil {
 			return err
 		}
 	}
-	wo, err := pins.matrix(ctx, w, l.Attn.O)
+	wo, err := pins.Matrix(ctx, w, l.Attn.O)
 	if err != nil {
 		return err
 	}
@@ -169,7 +118,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		r   *offload.Ref
 		buf *[]float32
 	}{{&qb, l.Attn.QBias, &qbBuf}, {&kb, l.Attn.KBias, &kbBuf}, {&vb, l.Attn.VBias, &vbBuf}, {&ob, l.Attn.OBias, &obBuf}, {&qn, l.Attn.QNorm, &qnBuf}, {&kn, l.Attn.KNorm, &knBuf}} {
-		if *o.dst, err = pins.vector(ctx, w, o.r, o.buf); err != nil {
+		if *o.dst, err = pins.Vector(ctx, w, o.r, o.buf); err != nil {
 			return err
 		}
 	}
@@ -202,31 +151,12 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	addBias(q, qb, n)
 	addBias(k, kb, n)
 	addBias(v, vb, n)
-	if qn != nil { // per-head RMSNorm: every head of every row is a row of HeadDim
-		kernels.RMSNormRows(m.pool, q, q, n*a.Heads, qn, a.Eps)
-	}
-	if kn != nil {
-		kernels.RMSNormRows(m.pool, k, k, n*a.KVHeads, kn, a.Eps)
-	}
-	pos := st.Batch.Positions[:n]
-	if f := m.ropeFactors; f != nil {
-		kernels.RoPEScaledRows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, f, a.RopeStyle)
-		kernels.RoPEScaledRows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, f, a.RopeStyle)
-	} else {
-		kernels.RoPERows(m.pool, q, pos, a.Heads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
-		kernels.RoPERows(m.pool, k, pos, a.KVHeads, a.HeadDim, a.RopeDim, a.RopeBase, a.RopeStyle)
-	}
+	model.QKRoPE{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, RopeDim: a.RopeDim, Base: a.RopeBase,
+		Factors: m.ropeFactors, Style: a.RopeStyle, QNorm: qn, KNorm: kn, Eps: a.Eps}.Apply(m.pool, q, k, st.Batch.Positions, n)
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
-
-	// Attention, one run of consecutive rows of one sequence at a time.
 	att := st.Scratch(sAtt, n*qd)
-	for _, run := range st.KV.Runs() {
-		kv := layer.View(run.Seq)
-		lo, hi := run.Start, run.Start+run.Rows
-		scores := st.Scratch(sScores, kernels.AttentionPoolScratch(m.pool, kv, run.Rows))
-		kernels.AttentionPool(m.pool, att[lo*qd:hi*qd], q[lo*qd:hi*qd], run.Rows, kv, run.Mask, m.attnShape(), scores)
-	}
+	model.Attend(m.pool, st, layer, att, q, m.attnShape(), nil, sScores)
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
 	if ad != nil {
@@ -236,23 +166,22 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	kernels.AddRows(m.pool, x, xb2[:n*dim], n)
 
 	// MLP: x += down(silu(gate(xn)) * up(xn)).
-	ffnNorm, p2, err := model.Vector(ctx, w, l.FFNNorm, &normBuf)
+	ffnNorm, err := pins.Vector(ctx, w, &l.FFNNorm, &normBuf)
 	if err != nil {
 		return err
 	}
-	pins.add(p2)
 	kernels.RMSNormRows(m.pool, xb, x, n, ffnNorm, a.Eps)
 	// Gate and up are released once SwiGLU has consumed them, before down
 	// is acquired: a store streaming tensor by tensor reads the next
 	// layer's gate and up into their buffers while down computes.
-	mark := pins.n
+	mark := pins.Mark()
 	var wg kernels.Weight
 	if !m.fusedGateUp {
-		if wg, err = pins.matrix(ctx, w, l.Gate); err != nil {
+		if wg, err = pins.Matrix(ctx, w, l.Gate); err != nil {
 			return err
 		}
 	}
-	wu, err := pins.matrix(ctx, w, l.Up)
+	wu, err := pins.Matrix(ctx, w, l.Up)
 	if err != nil {
 		return err
 	}
@@ -275,8 +204,8 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		applyAll(ad.up, m.pool, st, hb2, xb, n)
 	}
 	kernels.SwiGLURows(m.pool, hb[:n*a.Hidden], hb, hb2, n)
-	pins.releaseFrom(mark)
-	wd, err := pins.matrix(ctx, w, l.Down)
+	pins.ReleaseFrom(mark)
+	wd, err := pins.Matrix(ctx, w, l.Down)
 	if err != nil {
 		return err
 	}

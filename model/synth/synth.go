@@ -54,11 +54,16 @@ type Preset struct {
 	Vocab   int
 }
 
-// The built-in presets. 15m and 110m are llama2.c's TinyStories shapes, 1b is
-// the Llama-3.2-1B body (16 layers, GQA 32/8) with TinyLlama's feed-forward
-// width and Llama 2's vocabulary, 7b is Llama-2-7B.
+// The built-in presets. tiny-k is the smallest shape whose every row (Dim,
+// Hidden, Heads·HeadDim) is a whole number of 256-weight K-quant
+// super-blocks, so `sluice quantize --type q4_k_m` and llama-quantize give
+// each tensor its K type instead of falling back to Q5_0/Q8_0 (a few MB at
+// F32). 15m and 110m are llama2.c's TinyStories shapes, 1b is the
+// Llama-3.2-1B body (16 layers, GQA 32/8) with TinyLlama's feed-forward width
+// and Llama 2's vocabulary, 7b is Llama-2-7B.
 var presets = []Preset{
 	{Name: "tiny", Dim: 64, Hidden: 176, Layers: 2, Heads: 4, KVHeads: 2, Context: 256, Vocab: 512},
+	{Name: "tiny-k", Dim: 256, Hidden: 512, Layers: 4, Heads: 4, KVHeads: 2, Context: 256, Vocab: 512},
 	{Name: "15m", Dim: 288, Hidden: 768, Layers: 6, Heads: 6, KVHeads: 6, Context: 256, Vocab: 32000},
 	{Name: "110m", Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, KVHeads: 12, Context: 1024, Vocab: 32000},
 	{Name: "1b", Dim: 2048, Hidden: 5632, Layers: 16, Heads: 32, KVHeads: 8, Context: 2048, Vocab: 32000},

@@ -27,6 +27,7 @@ func TestLookupPreset(t *testing.T) {
 		want Preset
 	}{
 		{"tiny", Preset{Name: "tiny", Dim: 64, Hidden: 176, Layers: 2, Heads: 4, KVHeads: 2, Context: 256, Vocab: 512}},
+		{"tiny-k", Preset{Name: "tiny-k", Dim: 256, Hidden: 512, Layers: 4, Heads: 4, KVHeads: 2, Context: 256, Vocab: 512}},
 		{"15m", Preset{Name: "15m", Dim: 288, Hidden: 768, Layers: 6, Heads: 6, KVHeads: 6, Context: 256, Vocab: 32000}},
 		{"110m", Preset{Name: "110m", Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, KVHeads: 12, Context: 1024, Vocab: 32000}},
 		{"1b", Preset{Name: "1b", Dim: 2048, Hidden: 5632, Layers: 16, Heads: 32, KVHeads: 8, Context: 2048, Vocab: 32000}},
@@ -50,7 +51,7 @@ func TestLookupPreset(t *testing.T) {
 		t.Errorf("Presets() has %d entries, the table %d", n, len(tests))
 	}
 	_, err := LookupPreset("3b")
-	if !errors.Is(err, ErrUnknownPreset) || !strings.Contains(err.Error(), "tiny, 15m, 110m, 1b, 7b") {
+	if !errors.Is(err, ErrUnknownPreset) || !strings.Contains(err.Error(), "tiny, tiny-k, 15m, 110m, 1b, 7b") {
 		t.Errorf("LookupPreset(3b) = %v, want ErrUnknownPreset listing the names", err)
 	}
 	ps := Presets()
