@@ -10,10 +10,12 @@ import (
 // chosen by the CPU features golang.org/x/sys/cpu reports, capped by
 // SLUICE_ISA (isaCap: generic, neon or neon-dotprod).
 //
-//	ASIMD + dot product (SDOT)   F32/F16/BF16, attention, activation
-//	                             quantization; Q8_0/Q4_0 by SDOT   "neon-dotprod"
-//	ASIMD                        the same, Q8_0/Q4_0 by SMULL/SADALP "neon"
-//	anything else                the generic Go kernels            "generic"
+//	ASIMD + dot product (SDOT)   F32/F16/BF16, attention (F32 and F16
+//	                             pages), activation quantization;
+//	                             Q8_0/Q4_0/Q4_K/Q5_K/Q6_K by SDOT   "neon-dotprod"
+//	ASIMD                        the same, the integer dots by
+//	                             SMULL/SADALP                       "neon"
+//	anything else                the generic Go kernels             "generic"
 //
 // The two integer paths compute the same exact block sums and the same
 // float steps, so "neon" and "neon-dotprod" give the same bits.
@@ -30,6 +32,7 @@ func selectNEON(c isaLevel) {
 	matF32Impl, matF16Impl, matBF16Impl = matF32Generic, matF16Generic, matBF16Generic
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
+	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = nil, nil, nil
 	quantizeBlocksImpl = quantizeBlocks
 	pairsImpl, q8Major = (*actQ8).pairs, false
 	attentionImpl = attentionGeneric
@@ -39,6 +42,7 @@ func selectNEON(c isaLevel) {
 	}
 	matF32Impl, matF16Impl, matBF16Impl = matF32NEON, matF16NEON, matBF16NEON
 	matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0NEON, matQ4_0NEON
+	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = matQ4_KNEON, matQ5_KNEON, matQ6_KNEON
 	quantizeBlocksImpl = quantizeBlocksNEON
 	// The NEON kernels read only actQ8's q and d: skip the amd64 layouts.
 	pairsImpl = func(*actQ8, int, int, int) {}
@@ -46,6 +50,7 @@ func selectNEON(c isaLevel) {
 	implName, level = "neon", isaNEON
 	if c >= isaDotProd && cpuDotProd {
 		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0DotProd, matQ4_0DotProd
+		matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = matQ4_KDotProd, matQ5_KDotProd, matQ6_KDotProd
 		implName, level = "neon-dotprod", isaDotProd
 	}
 }
