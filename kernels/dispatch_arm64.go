@@ -35,7 +35,7 @@ func selectNEON(c isaLevel) {
 	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = nil, nil, nil
 	quantizeBlocksImpl = quantizeBlocks
 	pairsImpl, q8Major = (*actQ8).pairs, false
-	attentionImpl = attentionGeneric
+	attentionImpl, attentionF16Impl = attentionGeneric, attentionGeneric
 	implName, level = "generic", isaGeneric
 	if c < isaNEON || !cpuNEON {
 		return
@@ -46,7 +46,7 @@ func selectNEON(c isaLevel) {
 	quantizeBlocksImpl = quantizeBlocksNEON
 	// The NEON kernels read only actQ8's q and d: skip the amd64 layouts.
 	pairsImpl = func(*actQ8, int, int, int) {}
-	attentionImpl = attentionNEON
+	attentionImpl, attentionF16Impl = attentionNEON, attentionF16NEON
 	implName, level = "neon", isaNEON
 	if c >= isaDotProd && cpuDotProd {
 		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0DotProd, matQ4_0DotProd
