@@ -125,9 +125,12 @@
 //	  nibbles), then MOVI 0 + SDOT + MLA by element per 16 weights; the
 //	  −32 offset is taken once per super-block from the bsums (SMULL,
 //	  SMLAL ×3, SHL, NEG). ggml: about 182, 22.8.
-//	neon (SMULL/SADALP): each MOVI+SDOT pair of 16 bytes becomes SMULL,
-//	  SADDLP, SMULL2, SADALP: Q4_K 141 (17.6), Q5_K 174 (21.8), Q6_K 149
-//	  (18.6).
+//	neon (no dot product): the levels are below 64, so SMULL and SMLAL2
+//	  (SMLAL, SMLAL2 for a second 16 bytes) sum up to four products in
+//	  each int16 lane exactly and one SADDLP widens them: MOVI+2 SDOT
+//	  becomes 5 instructions, MOVI+SDOT 3. Q4_K 117 (14.6), Q5_K 150
+//	  (18.8), Q6_K 133 (16.6); ggml's fallback dot (SMULL ×2, SADDLP ×2,
+//	  ADD ×2 per 16 bytes) costs more per SDOT it replaces.
 //	Batched tiles (1 row × 4 inputs) unpack each weight block once for
 //	  four inputs and take the float steps on four lanes: Q4_K 231 per
 //	  super-block and four inputs, 7.2 per 32 weights and input.

@@ -17,7 +17,8 @@ import "github.com/sluicehq/sluice/tensor"
 //	             s += float32(float32(d·dx)·float32(I))
 //
 // I and M are exact int32 on both integer paths: SDOT ("neon-dotprod") and
-// SMULL/SADALP ("neon"; a level times an activation is below 2^15), so the
+// SMULL/SMLAL into int16 lanes then SADDLP ("neon"; at most four products of
+// a level below 64 and an activation byte share a lane, below 2^15), so the
 // two sets give the same bits. d and dmin are f16 read through
 // quantScaleTable (±Inf made NaN), each float32 operation is rounded on its
 // own (no FMA), and s starts at 0 and runs over b in order, whatever n, the

@@ -18,6 +18,23 @@
 // k: input k), V24/V25 the Q4_K/Q5_K scales as int32 (sub-blocks 0–3, 4–7)
 // and V27 its mins as int16, V24–V27 Q6_K's sixteen scales as int32.
 
+// DOTK_SM and DOTK1_SM are DOT_SM and DOT1_SM (neon_arm64.h) for weights
+// that are levels 0..63: each int16 lane of t takes the products of two
+// (DOTK1) or four (DOTK) byte pairs, at most 4·63·128 = 32256 < 2^15, so
+// the sums stay exact, and one pairwise widening add (SADDLP) makes the
+// int32 lanes.
+#define DOTK_SM(acc, a, b, x0, x1, t) \
+	SMULL(t, a, x0) \
+	SMLAL2_16B(t, a, x0) \
+	SMLAL8B(t, b, x1) \
+	SMLAL2_16B(t, b, x1) \
+	SADDLP(acc, t)
+
+#define DOTK1_SM(acc, a, x0, t) \
+	SMULL(t, a, x0) \
+	SMLAL2_16B(t, a, x0) \
+	SADDLP(acc, t)
+
 // KHDR: d and dmin of the Q4_K/Q5_K block at R0 into F9 and F10 (f16
 // through the table: ±Inf made NaN).
 #define KHDR \
@@ -407,14 +424,14 @@ loop: \
 	RET
 
 KDOT(·q4kDotDP, K4SET, K4PRE, K4UNPACK, DOT_DP)
-KDOT(·q4kDotSM, K4SET, K4PRE, K4UNPACK, DOT_SM)
+KDOT(·q4kDotSM, K4SET, K4PRE, K4UNPACK, DOTK_SM)
 KDOT(·q5kDotDP, K5SET, K5PRE, K5UNPACK, DOT_DP)
-KDOT(·q5kDotSM, K5SET, K5PRE, K5UNPACK, DOT_SM)
+KDOT(·q5kDotSM, K5SET, K5PRE, K5UNPACK, DOTK_SM)
 Q6DOT(·q6kDotDP, DOT1_DP)
-Q6DOT(·q6kDotSM, DOT1_SM)
+Q6DOT(·q6kDotSM, DOTK1_SM)
 KTILE(·q4kTileDP, K4SET, K4PRE, K4UNPACK, DOT_DP)
-KTILE(·q4kTileSM, K4SET, K4PRE, K4UNPACK, DOT_SM)
+KTILE(·q4kTileSM, K4SET, K4PRE, K4UNPACK, DOTK_SM)
 KTILE(·q5kTileDP, K5SET, K5PRE, K5UNPACK, DOT_DP)
-KTILE(·q5kTileSM, K5SET, K5PRE, K5UNPACK, DOT_SM)
+KTILE(·q5kTileSM, K5SET, K5PRE, K5UNPACK, DOTK_SM)
 Q6TILE(·q6kTileDP, DOT1_DP)
-Q6TILE(·q6kTileSM, DOT1_SM)
+Q6TILE(·q6kTileSM, DOTK1_SM)

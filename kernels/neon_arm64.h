@@ -11,6 +11,10 @@
 #define SMULL(d, n, m) ENC3(0x0e20c000, d, n, m)
 // SMULL2 Vd.8H, Vn.16B, Vm.16B (high halves)
 #define SMULL2(d, n, m) ENC3(0x4e20c000, d, n, m)
+// SMLAL Vd.8H, Vn.8B, Vm.8B and SMLAL2 Vd.8H, Vn.16B, Vm.16B (widening
+// multiply-accumulate into int16 lanes)
+#define SMLAL8B(d, n, m) ENC3(0x0e208000, d, n, m)
+#define SMLAL2_16B(d, n, m) ENC3(0x4e208000, d, n, m)
 // SADDLP Vd.4S, Vn.8H (signed add long pairwise)
 #define SADDLP(d, n) ENC2(0x4e602800, d, n)
 // SADALP Vd.4S, Vn.8H (signed add and accumulate long pairwise)
