@@ -107,24 +107,27 @@
 //
 // K-quants per 32 weights (a super-block's count over 8), one row against
 // one input as ggml's ggml_vec_dot_q{4,5,6}_K_q8_K NEON paths (counted from
-// their C source, SDOT form, not from compiled code):
+// their C source, SDOT form, not from compiled code). These are counts, not
+// speeds: under qemu-user the kernels are only checked for their bits.
 //
 //	Q4_K neon-dotprod: 101 per super-block, 12.6. The 12 scale bytes are
 //	  unpacked in 32-bit words (22 with the widening to int32); per 64
 //	  weights 1 LD1 of 32 B, AND and USHR ×2, one 64-byte activation LD1,
 //	  MOVI 0 + 2 SDOT per sub-block and an MLA by element (the sub-block's
 //	  scale) into one int32 vector, reduced once; mins by ADDP, SMULL,
-//	  SMLAL2; 9 float steps. ggml: about 110 (13.7), with an ADDV and a
-//	  scalar multiply-add per sub-block where we MLA.
+//	  SMLAL2; 9 float steps. ggml: about 115 (14.4), with an ADDV, a scale
+//	  byte load and a scalar multiply-add per sub-block where we MLA.
 //	Q5_K neon-dotprod: 134, 16.8: Q4_K plus the high bits, inserted by
 //	  SLI/SRI (AND, SHL, SRI for the high nibble, AND, SLI for the low,
 //	  USHR of qh: 6 per 16 bytes). ggml (AND, SHL, OR per level vector,
-//	  the nibble AND/USHR, ADDV per sub-block): about 158, 19.8.
+//	  the nibble AND/USHR, ADDV per sub-block): about 165, 20.6.
 //	Q6_K neon-dotprod: 117, 14.6: per 128 weights 2 LD1 and 16 bit
 //	  operations (the 2-bit highs joined by SRI/SLI, no masking of the
 //	  nibbles), then MOVI 0 + SDOT + MLA by element per 16 weights; the
 //	  −32 offset is taken once per super-block from the bsums (SMULL,
-//	  SMLAL ×3, SHL, NEG). ggml: about 182, 22.8.
+//	  SMLAL ×3, SHL, NEG). ggml (AND/SHL or USHR/AND/SHL per
+//	  high-bit vector, AND or USHR and ORR per level vector, ADDV and a
+//	  scalar multiply-add per 16 weights): about 185, 23.
 //	neon (no dot product): the levels are below 64, so SMULL and SMLAL2
 //	  (SMLAL, SMLAL2 for a second 16 bytes) sum up to four products in
 //	  each int16 lane exactly and one SADDLP widens them: MOVI+2 SDOT
