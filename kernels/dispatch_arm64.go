@@ -11,10 +11,12 @@ import (
 // SLUICE_ISA (isaCap: generic, neon or neon-dotprod).
 //
 //	ASIMD + dot product (SDOT)   F32/F16/BF16, attention (F32 and F16
-//	                             pages), activation quantization;
-//	                             Q8_0/Q4_0/Q4_K/Q5_K/Q6_K by SDOT   "neon-dotprod"
+//	                             pages), Q8_0/Q4_0 activation
+//	                             quantization; Q8_0/Q4_0/Q4_K/Q5_K/
+//	                             Q6_K by SDOT                       "neon-dotprod"
 //	ASIMD                        the same, the integer dots by
-//	                             SMULL/SADALP                       "neon"
+//	                             SMULL/SADALP (K-quants: SMULL/
+//	                             SMLAL into int16, then SADDLP)     "neon"
 //	anything else                the generic Go kernels             "generic"
 //
 // The two integer paths compute the same exact block sums and the same
