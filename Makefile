@@ -62,10 +62,12 @@ test-kernels:
 # each asserted to be the set that ran (SLUICE_EXPECT_ISA: TestImpl fails on
 # any other). qemu's default CPU ("max") has the dot-product extension; its
 # Cortex-A53 has not, so plain NEON is tested both under the SLUICE_ISA cap
-# and as what feature detection picks. Then two end-to-end checks on the
+# and as what feature detection picks. Then end-to-end checks on the
 # dot-product set: stories260K's greedy text equals llama2.c's and its logits
-# ref's (TestEngineMatchesRef), and every architecture's greedy ids equal
-# llama.cpp's at F32 and Q8_0 (model/archs). About 2 minutes on 2 cores.
+# ref's (TestEngineMatchesRef), a Q4_K/Q6_K model's engine logits stay within
+# 5% relative RMS of ref's (TestKQuantGGUFLoads, fast K-quant kernels), and every
+# architecture's greedy ids equal llama.cpp's at F32 and Q8_0 (model/archs).
+# About 3 minutes on 2 cores.
 QEMU_ARM64 ?= qemu-aarch64-static
 # qemu CPU : the set it must select : SLUICE_ISA cap (empty: none)
 ARM64_RUNS ?= max:neon-dotprod: max:neon:neon cortex-a53:neon:
@@ -81,7 +83,7 @@ test-arm64:
 		echo "$$out" | grep '^ok\|^FAIL' | sed 's/^/  /'; \
 	done
 	@echo "arm64 end-to-end (qemu cpu max, neon-dotprod kernels):"
-	@SLUICE_EXPECT_ISA=neon-dotprod $(call arm64test,max) -run 'TestImpl$$|TestEngineMatchesRef' . ./kernels
+	@SLUICE_EXPECT_ISA=neon-dotprod $(call arm64test,max) -run 'TestImpl$$|TestEngineMatchesRef|TestKQuantGGUFLoads' . ./kernels ./model/ref
 	@$(call arm64test,max) ./model/archs
 
 test-race:

@@ -34,12 +34,16 @@
 //     a wider machine; tests reselect with every cap the CPU allows
 //     (TestKernelSets).
 //   - On arm64 (dispatch_arm64.go, `arm64 && !purego`) the same kernels are
-//     NEON assembly: the five matrix products, activation quantization
-//     (bit-identical to quantizeBlockQ8) and attention's score dots and
-//     value sums. Q8_0/Q4_0 block sums use SDOT where the CPU has the
-//     dot-product extension ("neon-dotprod"), else SMULL/SADALP ("neon");
-//     both are exact and share the float steps, so the two sets give the
-//     same bits. F16 weights are widened by FCVTL and multiplied in float32
+//     NEON assembly: the five matrix products, the Q4_K/Q5_K/Q6_K products
+//     over Q8_K activations (matqk_arm64.go: the amd64 sets' arithmetic and
+//     bits), activation quantization for Q8_0/Q4_0 (bit-identical to
+//     quantizeBlockQ8; Q8_K activations use the portable quantizer) and
+//     attention's score dots and value sums over float32 or binary16 KV
+//     pages (FCVTL widening, the float32 pages' bits on f16-exact values).
+//     Integer block sums use SDOT where the CPU has the dot-product
+//     extension ("neon-dotprod"), else SMULL/SADALP ("neon"); both are
+//     exact and share the float steps, so the two sets give the same
+//     bits. F16 weights are widened by FCVTL and multiplied in float32
 //     (no half-precision FMLA: it would round every product to f16). The
 //     CI runs them under qemu-user (make test-arm64), on qemu's "max" CPU
 //     and on a Cortex-A53 model (no dot product); speed is unmeasured
@@ -98,6 +102,41 @@
 //	Attention, per slot and 8 dims: 1 LD1 of K (32 B), 2 FMLA, ¼ of a q
 //	  load (4 slots a call); value sums: LD1 of V, 2 FMLA by a broadcast
 //	  weight (LD1R), the output kept in registers 16 floats at a time.
+//	  Over F16 pages: a 16-byte LD1 plus FCVTL and FCVTL2 per 8 dims, at
+//	  half the bytes.
+//
+// K-quants per 32 weights (a super-block's count over 8), one row against
+// one input as ggml's ggml_vec_dot_q{4,5,6}_K_q8_K NEON paths (counted from
+// their C source, SDOT form, not from compiled code). These are counts, not
+// speeds: under qemu-user the kernels are only checked for their bits.
+//
+//	Q4_K neon-dotprod: 101 per super-block, 12.6. The 12 scale bytes are
+//	  unpacked in 32-bit words (22 with the widening to int32); per 64
+//	  weights 1 LD1 of 32 B, AND and USHR ×2, one 64-byte activation LD1,
+//	  MOVI 0 + 2 SDOT per sub-block and an MLA by element (the sub-block's
+//	  scale) into one int32 vector, reduced once; mins by ADDP, SMULL,
+//	  SMLAL2; 9 float steps. ggml: about 115 (14.4), with an ADDV, a scale
+//	  byte load and a scalar multiply-add per sub-block where we MLA.
+//	Q5_K neon-dotprod: 134, 16.8: Q4_K plus the high bits, inserted by
+//	  SLI/SRI (AND, SHL, SRI for the high nibble, AND, SLI for the low,
+//	  USHR of qh: 6 per 16 bytes). ggml (AND, SHL, OR per level vector,
+//	  the nibble AND/USHR, ADDV per sub-block): about 165, 20.6.
+//	Q6_K neon-dotprod: 117, 14.6: per 128 weights 2 LD1 and 16 bit
+//	  operations (the 2-bit highs joined by SRI/SLI, no masking of the
+//	  nibbles), then MOVI 0 + SDOT + MLA by element per 16 weights; the
+//	  −32 offset is taken once per super-block from the bsums (SMULL,
+//	  SMLAL ×3, SHL, NEG). ggml (AND/SHL or USHR/AND/SHL per
+//	  high-bit vector, AND or USHR and ORR per level vector, ADDV and a
+//	  scalar multiply-add per 16 weights): about 185, 23.
+//	neon (no dot product): the levels are below 64, so SMULL and SMLAL2
+//	  (SMLAL, SMLAL2 for a second 16 bytes) sum up to four products in
+//	  each int16 lane exactly and one SADDLP widens them: MOVI+2 SDOT
+//	  becomes 5 instructions, MOVI+SDOT 3. Q4_K 117 (14.6), Q5_K 150
+//	  (18.8), Q6_K 133 (16.6); ggml's fallback dot (SMULL ×2, SADDLP ×2,
+//	  ADD ×2 per 16 bytes) costs more per SDOT it replaces.
+//	Batched tiles (1 row × 4 inputs) unpack each weight block once for
+//	  four inputs and take the float steps on four lanes: Q4_K 231 per
+//	  super-block and four inputs, 7.2 per 32 weights and input.
 //
 // Batched tiles (2 rows × 4 inputs) load each weight block once for four
 // inputs; ggml's NEON has no such tile for Q8_0/Q4_0 outside its i8mm

@@ -30,23 +30,7 @@
 	VSUB V31.B16, VA.B16, VA.B16 \
 	VSUB V31.B16, VB.B16, VB.B16
 
-// DOT_* set int32 lanes of acc to partial sums of a·x0 + b·x1 (16 bytes
-// each), t scratch: SDOT (4 bytes per lane per instruction), or SMULL /
-// SMULL2 to int16 products then pairwise widening adds (SADDLP/SADALP).
-#define DOT_DP(acc, a, b, x0, x1, t) \
-	ZERO(acc) \
-	SDOT(acc, a, x0) \
-	SDOT(acc, b, x1)
-
-#define DOT_SM(acc, a, b, x0, x1, t) \
-	SMULL(t, a, x0) \
-	SADDLP(acc, t) \
-	SMULL2(t, a, x0) \
-	SADALP(acc, t) \
-	SMULL(t, b, x1) \
-	SADALP(acc, t) \
-	SMULL2(t, b, x1) \
-	SADALP(acc, t)
+// DOT_DP and DOT_SM (neon_arm64.h) give the exact block sums.
 
 // FINISH: lanes of acc (register number a, F register FA) to float32 L,
 // then FACC += L · (FW·FX) with FT scratch.

@@ -1,4 +1,4 @@
-//go:build amd64 && !purego
+//go:build (amd64 || arm64) && !purego
 
 package kernels
 
@@ -11,8 +11,8 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// kqModel is the arithmetic matqk_amd64.go states, in plain Go: the oracle
-// the assembly must match bit for bit.
+// kqModel is the arithmetic matqk_amd64.go and matqk_arm64.go state, in
+// plain Go: the oracle every assembly set must match bit for bit.
 func kqModel(t tensor.DType, w, x []byte, nb int) float32 {
 	bb := t.BlockBytes()
 	var s float32
@@ -93,25 +93,22 @@ func levelsK(t tensor.DType, blk []byte, lv []float32) {
 	}
 }
 
+// qkKern is one assembly set's Q4_K/Q5_K/Q6_K kernels (qkAsmKernels, per
+// architecture): dot is one row against one input, tile one row against
+// the four inputs at x + k·xs into out + k·os (bytes).
+type qkKern struct {
+	name string
+	ok   bool
+	dot  map[tensor.DType]func(w, x *byte, nb int) float32
+	tile map[tensor.DType]func(w, x *byte, nb, xs int, out *float32, os int)
+}
+
 // TestQKAsmVsModel: every Q4_K/Q5_K/Q6_K assembly kernel this CPU runs
 // equals kqModel bit for bit, on quantized N(0,1) rows and on random bytes
 // (every scale pattern, NaN and Inf included), against activations with
 // specials, zero and subnormal blocks.
 func TestQKAsmVsModel(t *testing.T) {
-	type kern struct {
-		name string
-		ok   bool
-		dot  map[tensor.DType]qkDot
-		tile map[tensor.DType]qkTile
-	}
-	kerns := []kern{
-		{"avx2", cpuAVX2, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX2, tensor.Q5_K: q5kDotAVX2, tensor.Q6_K: q6kDotAVX2},
-			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4AVX2, tensor.Q5_K: q5kTile4AVX2, tensor.Q6_K: q6kTile4AVX2}},
-		{"avx512", cpuAVX512, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotAVX512, tensor.Q5_K: q5kDotAVX512, tensor.Q6_K: q6kDotAVX512},
-			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4AVX512, tensor.Q5_K: q5kTile4AVX512, tensor.Q6_K: q6kTile4AVX512}},
-		{"vnni", cpuVNNI, map[tensor.DType]qkDot{tensor.Q4_K: q4kDotVNNI, tensor.Q5_K: q5kDotVNNI, tensor.Q6_K: q6kDotVNNI},
-			map[tensor.DType]qkTile{tensor.Q4_K: q4kTile4VNNI, tensor.Q5_K: q5kTile4VNNI, tensor.Q6_K: q6kTile4VNNI}},
-	}
+	kerns := qkAsmKernels()
 	r := rand.New(rand.NewPCG(6, 13))
 	for _, k := range kerns {
 		if !k.ok {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -140,9 +139,8 @@ func TestKQuantSets(t *testing.T) {
 			useSet(t, set)
 			for _, dt := range kqTypes {
 				t.Run(dt.String(), func(t *testing.T) {
-					// The K-quant kernels are amd64 assembly; arm64's NEON sets
-					// run them generically (no NEON K-quant kernel yet).
-					if set != "generic" && runtime.GOARCH == "amd64" && !kernels.KQuantFast(dt) {
+					// Every non-generic set, amd64 and arm64, has them.
+					if set != "generic" && !kernels.KQuantFast(dt) {
 						t.Fatalf("%s set installed no Q8_K kernel for %v", set, dt)
 					}
 					r := newRand(t)

@@ -11,6 +11,10 @@
 #define SMULL(d, n, m) ENC3(0x0e20c000, d, n, m)
 // SMULL2 Vd.8H, Vn.16B, Vm.16B (high halves)
 #define SMULL2(d, n, m) ENC3(0x4e20c000, d, n, m)
+// SMLAL Vd.8H, Vn.8B, Vm.8B and SMLAL2 Vd.8H, Vn.16B, Vm.16B (widening
+// multiply-accumulate into int16 lanes)
+#define SMLAL8B(d, n, m) ENC3(0x0e208000, d, n, m)
+#define SMLAL2_16B(d, n, m) ENC3(0x4e208000, d, n, m)
 // SADDLP Vd.4S, Vn.8H (signed add long pairwise)
 #define SADDLP(d, n) ENC2(0x4e602800, d, n)
 // SADALP Vd.4S, Vn.8H (signed add and accumulate long pairwise)
@@ -56,3 +60,54 @@
 #define ZERO(d) WORD $(0x6f00e400 | (d))
 // ADDV Sd, Vn.4S (sum of the four int32 lanes)
 #define ADDV4S(d, n) ENC2(0x4eb1b800, d, n)
+// SCVTF Vd.4S, Vn.4S (int32 lanes to float32, round to nearest)
+#define SCVTF4S(d, n) ENC2(0x4e21d800, d, n)
+// FSUB Vd.4S, Vn.4S, Vm.4S
+#define FSUB4S(d, n, m) ENC3(0x4ea0d400, d, n, m)
+// MLA Vd.4S, Vn.4S, Vm.S[i] (int32 lanes d += n · lane i of m)
+#define MLAE(d, n, m, i) WORD $(0x6f800000 | (((i)&1)<<21) | ((m)<<16) | (((i)>>1)<<11) | ((n)<<5) | (d))
+// SMULL Vd.4S, Vn.4H, Vm.4H and SMLAL Vd.4S, Vn.4H, Vm.4H (int16 to int32)
+#define SMULL4H(d, n, m) ENC3(0x0e60c000, d, n, m)
+#define SMLAL4H(d, n, m) ENC3(0x0e608000, d, n, m)
+// SMLAL2 Vd.4S, Vn.8H, Vm.8H (high halves)
+#define SMLAL2_8H(d, n, m) ENC3(0x4e608000, d, n, m)
+// SXTL Vd.8H, Vn.8B and SXTL2 Vd.8H, Vn.16B (sign-extend bytes)
+#define SXTL8H(d, n) ENC2(0x0f08a400, d, n)
+#define SXTL2_8H(d, n) ENC2(0x4f08a400, d, n)
+// SXTL Vd.4S, Vn.4H and SXTL2 Vd.4S, Vn.8H
+#define SXTL4S(d, n) ENC2(0x0f10a400, d, n)
+#define SXTL2_4S(d, n) ENC2(0x4f10a400, d, n)
+
+// DOT_* set the int32 lanes of acc to partial sums of a·x0 + b·x1 (16
+// signed bytes each), t scratch: SDOT (4 bytes per lane per instruction),
+// or SMULL/SMULL2 to int16 products (exact while |a·x| < 2^15) then
+// pairwise widening adds (SADDLP/SADALP). DOT1_* is the same for a·x0
+// alone. The lanes differ between the two forms; their sum does not.
+#define DOT_DP(acc, a, b, x0, x1, t) \
+	ZERO(acc) \
+	SDOT(acc, a, x0) \
+	SDOT(acc, b, x1)
+
+#define DOT_SM(acc, a, b, x0, x1, t) \
+	SMULL(t, a, x0) \
+	SADDLP(acc, t) \
+	SMULL2(t, a, x0) \
+	SADALP(acc, t) \
+	SMULL(t, b, x1) \
+	SADALP(acc, t) \
+	SMULL2(t, b, x1) \
+	SADALP(acc, t)
+
+#define DOT1_DP(acc, a, x0, t) \
+	ZERO(acc) \
+	SDOT(acc, a, x0)
+
+#define DOT1_SM(acc, a, x0, t) \
+	SMULL(t, a, x0) \
+	SADDLP(acc, t) \
+	SMULL2(t, a, x0) \
+	SADALP(acc, t)
+
+// SHL Vd.4S, Vn.4S, #s (0 ≤ s < 32) and NEG Vd.4S, Vn.4S
+#define SHL4S(d, n, s) ENC2(0x4f005400 | ((32+(s))<<16), d, n)
+#define NEG4S(d, n) ENC2(0x6ea0b800, d, n)

@@ -125,9 +125,13 @@ func (p *Pool) runChunk(chunk int) {
 // await returns h.gen once it differs from seen: polling for spinFor, then
 // parked on h.wake. The caller bumps gen before it checks asleep, and the
 // helper sets asleep before it rechecks gen, so at least one sees the other
-// (Go's atomics are sequentially consistent). A wake-up may be stale (a token
-// sent for a call the helper had already seen by polling): the helper then
-// rechecks gen and parks again, so it never runs a chunk twice.
+// (Go's atomics are sequentially consistent). The helper sets it by Swap, a
+// read-modify-write, not Store: under qemu-user (arm64 code on an x86 host,
+// make test-arm64) a Store followed by a Load of another word lost wake-ups
+// and hung TestPoolWakeups, which an atomic read-modify-write, a full
+// barrier there too, does not. A wake-up may be stale (a token sent for a
+// call the helper had already seen by polling): the helper then rechecks
+// gen and parks again, so it never runs a chunk twice.
 func (h *poolHelper) await(seen uint64) uint64 {
 	start := time.Now()
 	for i := 1; ; i++ {
@@ -142,7 +146,7 @@ func (h *poolHelper) await(seen uint64) uint64 {
 		}
 	}
 	for {
-		h.asleep.Store(1)
+		h.asleep.Swap(1)
 		if g := h.gen.Load(); g != seen {
 			h.asleep.Store(0)
 			return g
