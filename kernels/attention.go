@@ -154,15 +154,15 @@ func putAttnJob(j *attnJob) {
 // AttentionScratch is the number of floats to give Attention in scratch:
 // attnScoreBufs scores per KV slot (reused for every row and head), so rows
 // does not change it. Attention needs only one score per slot (kv.Len
-// floats); with fewer than AttentionScratch the AVX2 kernel scores one head
-// at a time (same result, slower for head dims below 32).
+// floats); with fewer than AttentionScratch the AVX2 kernel takes fewer
+// heads of a row per call (same result, slower).
 func AttentionScratch(kv KV, rows int) int {
 	return attnScoreBufs * max(kv.Len, 0)
 }
 
 // attnScoreBufs is how many items' scores a kernel may hold at once: the
-// AVX2 kernel weighs V for four heads of a row side by side.
-const attnScoreBufs = 4
+// AVX2 kernel scores and weighs up to that many heads of a row per call.
+const attnScoreBufs = 16
 
 // AttentionPoolScratch is the number of floats AttentionPool needs in scratch
 // on p: AttentionScratch per thread (each thread scores its items alone).

@@ -1,0 +1,60 @@
+package kernels_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// BenchmarkAttentionDecodeBatch is one decode step's attention for many
+// sequences at once, as the 110m model's layers call it under continuous
+// batching: seqs sequences of ctx slots each, one query row per sequence
+// per call, over 12 layers of 12 heads of 64. Each sequence's pages hold
+// every layer's K and V side by side, as kvcache allocates them, so the
+// step's K and V (seqs·layers·ctx·768·8 bytes: 113 MB at 32 × 48) come
+// from memory, not from a cache warmed by the previous call. Bytes are the
+// K and V one step reads.
+func BenchmarkAttentionDecodeBatch(b *testing.B) {
+	const layers, pt = 12, 16
+	s := kernels.AttnShape{Heads: 12, KVHeads: 12, HeadDim: 64, Scale: 0.125}
+	width := s.KVHeads * s.HeadDim
+	for _, c := range []struct{ seqs, ctx int }{{1, 48}, {8, 48}, {32, 48}, {32, 200}} {
+		b.Run(fmt.Sprintf("seqs=%d/ctx=%d", c.seqs, c.ctx), func(b *testing.B) {
+			r := newRand(b)
+			kvs := make([][]kernels.KV, c.seqs) // [seq][layer]
+			for q := range kvs {
+				kvs[q] = make([]kernels.KV, layers)
+				for l := range layers {
+					kvs[q][l] = kernels.KV{PageTokens: pt, Len: c.ctx}
+				}
+				for p := 0; p*pt < c.ctx; p++ {
+					buf := vec(r, 2*layers*pt*width, normal)
+					if hugeAlloc != nil {
+						buf = hugeAlloc(buf)
+					}
+					for l := range layers {
+						kv := &kvs[q][l]
+						kv.K = append(kv.K, buf[:pt*width:pt*width])
+						kv.V = append(kv.V, buf[pt*width:2*pt*width:2*pt*width])
+						buf = buf[2*pt*width:]
+					}
+				}
+			}
+			q := vec(r, s.Heads*s.HeadDim, normal)
+			dst := make([]float32, len(q))
+			scratch := make([]float32, kernels.AttentionScratch(kvs[0][0], 1))
+			b.SetBytes(int64(c.seqs * layers * c.ctx * width * 8))
+			for b.Loop() {
+				for l := range layers {
+					for _, kv := range kvs {
+						kernels.Attention(dst, q, 1, kv[l], nil, s, scratch)
+					}
+				}
+			}
+		})
+	}
+}
+
+// hugeAlloc, when set, copies a page buffer into memory backed by huge pages.
+var hugeAlloc func([]float32) []float32
