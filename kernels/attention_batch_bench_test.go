@@ -30,9 +30,6 @@ func BenchmarkAttentionDecodeBatch(b *testing.B) {
 				}
 				for p := 0; p*pt < c.ctx; p++ {
 					buf := vec(r, 2*layers*pt*width, normal)
-					if hugeAlloc != nil {
-						buf = hugeAlloc(buf)
-					}
 					for l := range layers {
 						kv := &kvs[q][l]
 						kv.K = append(kv.K, buf[:pt*width:pt*width])
@@ -55,6 +52,3 @@ func BenchmarkAttentionDecodeBatch(b *testing.B) {
 		})
 	}
 }
-
-// hugeAlloc, when set, copies a page buffer into memory backed by huge pages.
-var hugeAlloc func([]float32) []float32
