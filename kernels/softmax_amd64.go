@@ -50,7 +50,6 @@ func softmaxAsm(x []float32) {
 		}
 		copy(b[:], x[full:])
 		softmaxExpLanes(&b[0], w, mx, &sum, w)
-		copy(x[full:], b[:])
 	}
 	// hsum16 / hsum8's order: halves, then (a0+a2)+(a1+a3).
 	if w == 16 {
@@ -62,15 +61,22 @@ func softmaxAsm(x []float32) {
 		sum[k] += sum[k+4]
 	}
 	s := (sum[0] + sum[2]) + (sum[1] + sum[3])
+	// The division is IEEE's in every lane, so the tail's, done on the
+	// padded block, has the bits of x[i] /= s.
 	if full > 0 {
-		if w == 16 {
-			softmaxDivAVX512(&x[0], full, s)
-		} else {
-			softmaxDivAVX2(&x[0], full, s)
-		}
+		softmaxDiv(&x[0], full, s, w)
 	}
-	for i := full; i < n; i++ {
-		x[i] /= s
+	if full < n {
+		softmaxDiv(&b[0], w, s, w)
+		copy(x[full:], b[:])
+	}
+}
+
+func softmaxDiv(x *float32, n int, s float32, w int) {
+	if w == 16 {
+		softmaxDivAVX512(x, n, s)
+	} else {
+		softmaxDivAVX2(x, n, s)
 	}
 }
 
