@@ -55,7 +55,12 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 	pt := kv.PageTokens
 	var e E
 	stride := uintptr(kvDim) * unsafe.Sizeof(e)
+	// One score buffer per head, 64-byte strides when scratch allows (the
+	// softmax's 16-lane loads and stores then stay within cache lines).
 	per := max(kv.Len, 1)
+	if p16 := (per + 15) &^ 15; len(scratch) >= p16 {
+		per = p16
+	}
 	room := max(1, len(scratch)/per) // heads whose scores fit at once
 	scStride := uintptr(per) * 4
 	for it := lo; it < hi; {
