@@ -36,10 +36,9 @@ import (
 // head by head, 256 bytes of each 3 KB row at a time, left the hardware
 // prefetchers little to follow (BenchmarkAttentionDecodeBatch 32 × 48:
 // 14.5 ms a step per head, 10.2 ms by row). Small head dims gain too: one
-// call per run of slots for all the heads instead of one per head.
-// (Software prefetch of each block's successor was tried: about 1% at 32
-// sequences, a few % slower with the KV in L2, so the hardware's is left
-// to follow the rows.)
+// call per run of slots for all the heads instead of one per head. For
+// KV rows of attnPrefetchRow bytes or more the kernels also prefetch the
+// next block of rows of a run into L1 while the current one computes.
 // attnRowsAVX2 runs the items [lo, hi) through the row kernels: per query
 // row, the heads of [lo, hi) in that row that scratch has room for (one
 // score buffer of kv.Len floats each), one assembly call per run of
@@ -47,8 +46,8 @@ import (
 // head, one call per run for all their weighted values. E is the page
 // element (float32, or uint16 for binary16 pages).
 func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int,
-	dots func(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase int, scale float32),
-	axpy func(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase int)) {
+	dots func(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32),
+	axpy func(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)) {
 	d := s.HeadDim
 	group := s.Heads / s.KVHeads
 	kvDim := s.KVHeads * d
@@ -63,6 +62,10 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 	}
 	room := max(1, len(scratch)/per) // heads whose scores fit at once
 	scStride := uintptr(per) * 4
+	pf := 0
+	if stride >= attnPrefetchRow {
+		pf = 1
+	}
 	for it := lo; it < hi; {
 		i, h0 := it/s.Heads, it%s.Heads
 		nh := min(s.Heads-h0, hi-it, room)
@@ -82,7 +85,7 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 			row := (j0 % pt) * kvDim
 			_ = page[row+(m-1)*kvDim+kend-1]
 			_ = scratch[(nh-1)*per+n+m-1]
-			dots(&scratch[n], scStride, &qrow[0], unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase, s.Scale)
+			dots(&scratch[n], scStride, &qrow[0], unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase, pf, s.Scale)
 			n += m
 			j = j0 + m
 		}
@@ -99,7 +102,7 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 				page := vp[j0/pt]
 				row := (j0 % pt) * kvDim
 				_ = page[row+(m-1)*kvDim+kend-1]
-				axpy(&out[0], &scratch[n], scStride, unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase)
+				axpy(&out[0], &scratch[n], scStride, unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase, pf)
 				n += m
 				j = j0 + m
 			}
@@ -178,19 +181,28 @@ func visibleRun(mask *Mask, tree bool, i, j, hi, pt int) (j0, m int) {
 }
 
 //go:noescape
-func attnDotsRowAVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase int, scale float32)
+func attnDotsRowAVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
 
 //go:noescape
-func attnAxpyRowAVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase int)
+func attnAxpyRowAVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
 
 //go:noescape
-func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase int, scale float32)
+func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
 
 //go:noescape
-func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase int)
+func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
 
 //go:noescape
 func cvtPS2PHF16C(dst *uint16, src *float32, n int)
+
+// attnPrefetchRow is the KV row size (bytes) from which the row kernels
+// prefetch each block's successor: rows that large (a model with 256 KV
+// columns or more) come from memory in a decode step of many sequences,
+// while a small model's KV stays in cache, where the hints would only cost
+// instructions. In the 110m model at 32 sequences (profiles alternating
+// with and without, 7 pairs) attention took 1.80 against 1.97 s median;
+// in a kernel benchmark with the KV in L2 the hints cost a few %.
+const attnPrefetchRow = uintptr(1024)
 
 // attnSelector installs attentionAVX2: for binary16 pages in every
 // non-purego build, for float32 pages in the default build only (a

@@ -57,19 +57,53 @@
 lbl: \
 	DECQ R12
 
+// PFNEXT hints into L1 the lines of this head's KV columns (BX, R10·ES
+// bytes) in the ROWS rows from DIST rows on (rows R8 bytes apart), when
+// pf is set and the run has them (R9 > DIST+ROWS-1 slots left): the next
+// block of a run, so that its loads overlap this block's arithmetic. A
+// hint only: the results do not depend on it. Uses AX, CX, DX.
+#define PFNEXT(DIST, ROWS, MORE, SH, loop, lbl) \
+	CMPQ pf+80(FP), $0; \
+	JEQ  lbl; \
+	CMPQ R9, $(DIST+ROWS); \
+	JLT  lbl; \
+	MOVQ $DIST, AX; \
+	IMULQ R8, AX; \
+	LEAQ (BX)(AX*1), DX; \
+	MOVQ R10, CX; \
+	SHLQ $SH, CX; \
+loop: \
+	PREFETCHT0 (DX); \
+	PREFETCHT0 (DX)(R8*1); \
+	PREFETCHT0 (DX)(R8*2); \
+	PREFETCHT0 (DX)(R11*1); \
+	MORE; \
+	ADDQ $64, DX; \
+	SUBQ $64, CX; \
+	JG   loop; \
+lbl:
+
+#define PFMORE4 NOP
+#define PFMORE8 \
+	LEAQ (DX)(R8*4), AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 (AX)(R8*1); \
+	PREFETCHT0 (AX)(R8*2); \
+	PREFETCHT0 (AX)(R11*1)
+
 // DOTSROW is attnDotsRowAVX2's body. Registers: R14 the block's first K row
 // at head 0's KV columns, R15 head 0's score for the block's first slot,
 // BX this head's K columns in the block, SI its q, DI its scores, R8 the
 // K row stride, R11 three of it, R9 the slots left, R10 d, R12 the heads
 // left, R13 the head's place in its group. Blocks of eight slots (eight
 // chains, HSUM8X8), then single slots (one chain, AHSUM): the same sums.
-#define DOTSROW(ES) \
+#define DOTSROW(ES, SH) \
 	MOVQ         sc+0(FP), R15; \
 	MOVQ         k+24(FP), R14; \
 	MOVQ         kstride+32(FP), R8; \
 	MOVQ         m+40(FP), R9; \
 	MOVQ         d+48(FP), R10; \
-	VBROADCASTSS scale+80(FP), Y15; \
+	VBROADCASTSS scale+88(FP), Y15; \
 	LEAQ         (R8)(R8*2), R11; \
 	CMPQ         R9, $8; \
 	JLT          one; \
@@ -80,6 +114,7 @@ eight: \
 	MOVQ   heads+56(FP), R12; \
 	MOVQ   phase+72(FP), R13; \
 ehead: \
+	PFNEXT(8, 8, PFMORE8, SH, epfl, epf); \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
@@ -157,7 +192,7 @@ done: \
 // then single slots; per output element the FMAs go slot by slot in order
 // whatever the block, through memory (out[t] is loaded, updated and stored
 // back), so a value does not depend on how the slots were blocked.
-#define AXPYROW(ES) \
+#define AXPYROW(ES, SH) \
 	MOVQ out+0(FP), DI; \
 	MOVQ a+8(FP), R15; \
 	MOVQ v+24(FP), R14; \
@@ -174,6 +209,7 @@ four: \
 	MOVQ heads+56(FP), R12; \
 	MOVQ phase+72(FP), R13; \
 fhead: \
+	PFNEXT(4, 4, PFMORE4, SH, fpfl, fpf); \
 	VBROADCASTSS (SI), Y12; \
 	VBROADCASTSS 4(SI), Y13; \
 	VBROADCASTSS 8(SI), Y14; \
@@ -233,26 +269,26 @@ done: \
 #define KFMA(mem, acc) VFMADD231PS mem, Y8, acc
 #define VFMA(mem, w, acc) VFMADD231PS mem, w, acc
 
-// func attnDotsRowAVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase int, scale float32)
-TEXT ·attnDotsRowAVX2(SB), NOSPLIT, $0-84
-	DOTSROW(4)
+// func attnDotsRowAVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
+TEXT ·attnDotsRowAVX2(SB), NOSPLIT, $0-92
+	DOTSROW(4, 2)
 
-// func attnAxpyRowAVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase int)
-TEXT ·attnAxpyRowAVX2(SB), NOSPLIT, $0-80
-	AXPYROW(4)
+// func attnAxpyRowAVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
+TEXT ·attnAxpyRowAVX2(SB), NOSPLIT, $0-88
+	AXPYROW(4, 2)
 
 #undef KFMA
 #undef VFMA
 #define KFMA(mem, acc) VCVTPH2PS mem, Y9; VFMADD231PS Y9, Y8, acc
 #define VFMA(mem, w, acc) VCVTPH2PS mem, Y9; VFMADD231PS Y9, w, acc
 
-// func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase int, scale float32)
-TEXT ·attnDotsRowF16AVX2(SB), NOSPLIT, $0-84
-	DOTSROW(2)
+// func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
+TEXT ·attnDotsRowF16AVX2(SB), NOSPLIT, $0-92
+	DOTSROW(2, 1)
 
-// func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase int)
-TEXT ·attnAxpyRowF16AVX2(SB), NOSPLIT, $0-80
-	AXPYROW(2)
+// func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
+TEXT ·attnAxpyRowF16AVX2(SB), NOSPLIT, $0-88
+	AXPYROW(2, 1)
 
 // func cvtPS2PHF16C(dst *uint16, src *float32, n int)
 //

@@ -123,8 +123,8 @@ func rowKernelCases(t *testing.T, r *rand.Rand, f func(c *rowKernelCase)) {
 // TestAttnDotsRowAVX2 checks the row kernel's scores (blocks of eight
 // slots with the transposing reduction, then single slots; every head of
 // the call) against hsum8Dot bit for bit, so a slot's score is the same
-// whichever path, block or head count its call takes, with a guard after
-// every head's last score.
+// whichever path, block or head count its call takes, with prefetching on
+// and off, and a guard after every head's last score.
 func TestAttnDotsRowAVX2(t *testing.T) {
 	if !cpuAVX2 {
 		t.Skip("SKIP avx2 attention scores: CPU lacks AVX2+FMA+F16C")
@@ -134,33 +134,35 @@ func TestAttnDotsRowAVX2(t *testing.T) {
 	rowKernelCases(t, r, func(c *rowKernelCase) {
 		per := c.n + 1 + r.IntN(3)
 		scale := float32(1 / math.Sqrt(float64(c.d)))
-		sc := make([]float32, c.heads*per)
-		for i := range sc {
-			sc[i] = math.Float32frombits(guard)
-		}
-		dots := attnDotsRowAVX2
-		if c.f16 {
-			dots = attnDotsRowF16AVX2
-		}
-		dots(&sc[0], uintptr(per)*4, &c.q[0], c.kptr(), uintptr(c.stride)*c.es(), c.n, c.d, c.heads, c.group, c.phase, scale)
-		for h := range c.heads {
-			for m := range c.n {
-				col := m*c.stride + c.kvCol(h)
-				var kr []float32
-				if c.f16 {
-					kr = widenRow(nil, c.k16[col:col+c.d])
-				} else {
-					kr = c.k32[col : col+c.d]
-				}
-				want := hsum8Dot(c.q[h*c.d:(h+1)*c.d], kr, scale)
-				got := sc[h*per+m]
-				if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
-					t.Fatalf("%s: head %d slot %d = %v (%#x), want %v (%#x)", c.name, h, m, got, math.Float32bits(got), want, math.Float32bits(want))
-				}
+		for pf := range 2 {
+			sc := make([]float32, c.heads*per)
+			for i := range sc {
+				sc[i] = math.Float32frombits(guard)
 			}
-			for m := c.n; m < per; m++ {
-				if math.Float32bits(sc[h*per+m]) != guard {
-					t.Fatalf("%s: head %d: wrote score %d past the last", c.name, h, m)
+			dots := attnDotsRowAVX2
+			if c.f16 {
+				dots = attnDotsRowF16AVX2
+			}
+			dots(&sc[0], uintptr(per)*4, &c.q[0], c.kptr(), uintptr(c.stride)*c.es(), c.n, c.d, c.heads, c.group, c.phase, pf, scale)
+			for h := range c.heads {
+				for m := range c.n {
+					col := m*c.stride + c.kvCol(h)
+					var kr []float32
+					if c.f16 {
+						kr = widenRow(nil, c.k16[col:col+c.d])
+					} else {
+						kr = c.k32[col : col+c.d]
+					}
+					want := hsum8Dot(c.q[h*c.d:(h+1)*c.d], kr, scale)
+					got := sc[h*per+m]
+					if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+						t.Fatalf("%s pf=%d: head %d slot %d = %v (%#x), want %v (%#x)", c.name, pf, h, m, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+				}
+				for m := c.n; m < per; m++ {
+					if math.Float32bits(sc[h*per+m]) != guard {
+						t.Fatalf("%s pf=%d: head %d: wrote score %d past the last", c.name, pf, h, m)
+					}
 				}
 			}
 		}
@@ -171,7 +173,7 @@ func TestAttnDotsRowAVX2(t *testing.T) {
 // out[t] = fma(a_j, v_j[t], out[t]) slot by slot in order, bit for bit, over
 // the same shapes (V rows are the cases' K rows), from a nonzero out (the
 // kernel adds to what is there: a run continues the previous run's sums),
-// with a guard after the output.
+// with prefetching on and off and a guard after the output.
 func TestAttnAxpyRowAVX2(t *testing.T) {
 	if !cpuAVX2 {
 		t.Skip("SKIP avx2 attention values: CPU lacks AVX2+FMA+F16C")
@@ -198,21 +200,23 @@ func TestAttnAxpyRowAVX2(t *testing.T) {
 				}
 			}
 		}
-		out := append(slices.Clone(init), 12345)
-		axpy := attnAxpyRowAVX2
-		if c.f16 {
-			axpy = attnAxpyRowF16AVX2
-		}
-		if c.n > 0 {
-			axpy(&out[0], &a[0], uintptr(per)*4, c.kptr(), uintptr(c.stride)*c.es(), c.n, c.d, c.heads, c.group, c.phase)
-		}
-		for i, w := range want {
-			if math.Float32bits(out[i]) != math.Float32bits(w) && !(out[i] != out[i] && w != w) {
-				t.Fatalf("%s: out[%d] = %v, want %v", c.name, i, out[i], w)
+		for pf := range 2 {
+			out := append(slices.Clone(init), 12345)
+			axpy := attnAxpyRowAVX2
+			if c.f16 {
+				axpy = attnAxpyRowF16AVX2
 			}
-		}
-		if out[len(want)] != 12345 {
-			t.Fatalf("%s: wrote past the output", c.name)
+			if c.n > 0 {
+				axpy(&out[0], &a[0], uintptr(per)*4, c.kptr(), uintptr(c.stride)*c.es(), c.n, c.d, c.heads, c.group, c.phase, pf)
+			}
+			for i, w := range want {
+				if math.Float32bits(out[i]) != math.Float32bits(w) && !(out[i] != out[i] && w != w) {
+					t.Fatalf("%s pf=%d: out[%d] = %v, want %v", c.name, pf, i, out[i], w)
+				}
+			}
+			if out[len(want)] != 12345 {
+				t.Fatalf("%s pf=%d: wrote past the output", c.name, pf)
+			}
 		}
 	})
 }
