@@ -90,7 +90,7 @@ func TestSoftmaxAsm(t *testing.T) {
 // touch.
 func TestSoftmaxRowAVX512(t *testing.T) {
 	if level != isaAVX512 {
-		t.Skipf("SKIP avx512 softmax row: not on this CPU (%s)", Impl())
+		t.Skipf("SKIP avx512 softmax row: the avx512 set is not selected (CPU or SLUICE_ISA cap: %s)", Impl())
 	}
 	r := rand.New(rand.NewPCG(7, 13))
 	specials := []float32{float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}
