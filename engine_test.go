@@ -407,6 +407,36 @@ func TestContextFullEmitsLastToken(t *testing.T) {
 	}
 }
 
+// Sequences in flight together each reach a context that is not a whole
+// number of pages: the pool holds every sequence's last, partly empty page
+// (it was sized in tokens, and ran out of pages before the sequences reached
+// their context: `bench --parallel 3 --prompt-tokens 16 --gen-tokens 8`).
+func TestParallelFullContextPages(t *testing.T) {
+	l := synthModel(t, 1, tensor.F32)
+	for _, n := range []int{2, 3, 5} {
+		p := pipeline(t, 0, n, 64, 0)
+		p.Scheduler().StopAtEOS = false
+		p.Model.Context = 24 // a page and a half
+		e := engine(t, l, p)
+		res := make([]sluice.Result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			req := sluice.Request{ID: fmt.Sprint(i), Tokens: []int32{1, int32(5 + i)}}
+			if err := e.Submit(context.Background(), req, func(r sluice.Result) { res[i] = r; wg.Done() }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		for i, r := range res {
+			if r.Err != nil || len(r.Tokens) != 25 || r.Finish != sluice.FinishLength {
+				t.Fatalf("%d in flight, sequence %d: %d tokens, finish %q, err %v; want 25 tokens to the context", n, i, len(r.Tokens), r.Finish, r.Err)
+			}
+		}
+		e.Close()
+	}
+}
+
 // With the KV cache each step computes only the new token; without it, every
 // step recomputes the whole prefix in one chunk. Both give the same tokens and,
 // since the kernels are batch-invariant, bit-identical logits.

@@ -69,9 +69,9 @@ var (
 	ErrCommit  = errors.New("kvcache: invalid commit")
 )
 
-// defaultPageTokens is small enough that a short sequence wastes little and a
+// DefaultPageTokens is small enough that a short sequence wastes little and a
 // page still holds a useful run of contiguous rows for the attention kernel.
-const defaultPageTokens = 16
+const DefaultPageTokens = 16
 
 // Options size a Cache. Layers, KVHeads, HeadDim and MaxTokens are required.
 type Options struct {
@@ -264,7 +264,7 @@ func New(o Options) (*Cache, error) {
 		return nil, bad("PassFrames", o.PassFrames, ">= 0")
 	}
 	if o.PageTokens == 0 {
-		o.PageTokens = defaultPageTokens
+		o.PageTokens = DefaultPageTokens
 	}
 	if o.MaxSeqLen == 0 || o.MaxSeqLen > o.MaxTokens {
 		o.MaxSeqLen = o.MaxTokens

@@ -234,7 +234,7 @@ type kvShape struct{ pt, elem, frameBytes, pagesPerSeq int64 }
 func shapeOf(ko kvcache.Options) kvShape {
 	sh := kvShape{pt: int64(ko.PageTokens), elem: 4}
 	if sh.pt == 0 {
-		sh.pt = 16 // the cache's default
+		sh.pt = kvcache.DefaultPageTokens
 	}
 	if ko.DType == tensor.F16 {
 		sh.elem = 2
@@ -245,11 +245,19 @@ func shapeOf(ko kvcache.Options) kvShape {
 }
 
 // KVOptions is the KV cache New makes for a model of arch a under o (no
-// budget set).
+// budget set). The pool holds MaxSeqs sequences at their full length, each
+// rounded up to whole pages: a sequence's last page is its own even when
+// partly empty, so a pool of (Context+Headroom)·MaxSeqs slots would run out
+// of pages before its sequences reached their context.
 func KVOptions(a model.Arch, o Options) kvcache.Options {
+	seqLen := o.Context + o.Headroom
+	pt := o.PageTokens
+	if pt == 0 {
+		pt = kvcache.DefaultPageTokens
+	}
 	return kvcache.Options{
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
-		PageTokens: o.PageTokens, MaxTokens: (o.Context + o.Headroom) * o.MaxSeqs, MaxSeqLen: o.Context + o.Headroom,
+		PageTokens: o.PageTokens, MaxTokens: (seqLen + pt - 1) / pt * pt * o.MaxSeqs, MaxSeqLen: seqLen,
 		Window: a.SlidingWindow, DType: o.KVType,
 	}
 }
