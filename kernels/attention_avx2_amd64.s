@@ -289,25 +289,3 @@ TEXT ·attnDotsRowF16AVX2(SB), NOSPLIT, $0-92
 // func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
 TEXT ·attnAxpyRowF16AVX2(SB), NOSPLIT, $0-88
 	AXPYROW(2, 1)
-
-// func cvtPS2PHF16C(dst *uint16, src *float32, n int)
-//
-// dst[i] = VCVTPS2PH(src[i]) rounding to nearest even, n a multiple of 8:
-// the hardware rounding, for tests that hold tensor.F32ToF16 to it.
-TEXT ·cvtPS2PHF16C(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	XORQ AX, AX
-
-cvt:
-	CMPQ      AX, CX
-	JGE       cdone
-	VMOVUPS   (SI)(AX*4), Y0
-	VCVTPS2PH $0, Y0, (DI)(AX*2)
-	ADDQ      $8, AX
-	JMP       cvt
-
-cdone:
-	VZEROUPPER
-	RET

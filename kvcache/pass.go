@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model/input"
-	"github.com/sluicehq/sluice/tensor"
 )
 
 // entry is one sequence of a pass.
@@ -639,13 +638,9 @@ func (l *Layer) Put(k, v []float32) {
 }
 
 // roundF16 stores src rounded to binary16, to nearest even: the rounding
-// model/ref applies to its cache, so the two stay bit-identical.
-func roundF16(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	for i, x := range src {
-		dst[i] = tensor.F32ToF16(x)
-	}
-}
+// model/ref applies to its cache (tensor.F32ToF16's bits; kernels.RoundF16
+// gives them with F16C where the CPU has it), so the two stay bit-identical.
+func roundF16(dst []uint16, src []float32) { kernels.RoundF16(dst, src) }
 
 // pages is entry i's page buffers for this layer (and, for F16 pages, the
 // same buffers as halves). Under a budget they are

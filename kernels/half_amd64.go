@@ -1,0 +1,30 @@
+//go:build amd64 && !purego
+
+package kernels
+
+func init() {
+	addSelector(func(c isaLevel) {
+		roundF16Impl = roundF16Generic
+		if c >= isaAVX2 && cpuAVX2 {
+			roundF16Impl = roundF16F16C
+		}
+	})
+}
+
+// roundF16F16C is RoundF16 with VCVTPS2PH over the multiple of 8, the
+// generic loop for the tail.
+func roundF16F16C(dst []uint16, src []float32) {
+	n := len(src)
+	dst = dst[:n]
+	if n8 := n &^ 7; n8 > 0 {
+		f32ToF16F16C(&dst[0], &src[0], n8)
+	}
+	roundF16Generic(dst[n&^7:], src[n&^7:])
+}
+
+// f32ToF16F16C sets dst[i] = VCVTPS2PH(src[i]) rounding to nearest even
+// for i < n (a multiple of 8), each NaN first replaced by the quiet NaN of
+// its sign (half_amd64.s).
+//
+//go:noescape
+func f32ToF16F16C(dst *uint16, src *float32, n int)
