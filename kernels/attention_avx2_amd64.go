@@ -192,7 +192,6 @@ func attnDotsRowF16AVX2(sc *float32, scstride uintptr, q *float32, k unsafe.Poin
 //go:noescape
 func attnAxpyRowF16AVX2(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)
 
-
 // attnPrefetchRow is the KV row size (bytes) from which the row kernels
 // prefetch each block's successor: rows that large (a model with 256 KV
 // columns or more) come from memory in a decode step of many sequences,
