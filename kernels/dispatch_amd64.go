@@ -16,6 +16,7 @@ import (
 //	                                  (Q8_0 also over PanelQ8_0 panels)
 //	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
 //	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
+//	                                  (Q8_0 also over PanelQ8_0 panels)
 //	anything else                     the generic Go kernels       "generic"
 
 var (
@@ -41,6 +42,7 @@ func selectMatrix(c isaLevel) {
 	case c >= isaAVX512 && cpuAVX512:
 		matF32Impl, matF16Impl, matBF16Impl = matF32Asm, matF16Asm, matBF16Asm
 		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
+		matQ8_0PanelImpl, q8Major = matQ8_0AVX2Panel, true
 		implName, level = "avx512", isaAVX512
 		if cpuVNNI {
 			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
@@ -50,6 +52,7 @@ func selectMatrix(c isaLevel) {
 	case c >= isaAVX2 && cpuAVX2:
 		matF32Impl, matF16Impl, matBF16Impl = matF32AVX2Asm, matF16AVX2Asm, matBF16AVX2Asm
 		matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0AVX2, matQ4_0AVX2
+		matQ8_0PanelImpl, q8Major = matQ8_0AVX2Panel, true
 		implName, level = "avx2", isaAVX2
 	}
 }

@@ -332,7 +332,7 @@ func BenchmarkQ8_0Kernels(b *testing.B) {
 			name string
 			f    actKernel
 			w    []byte
-		}{{"avx2", matQ8_0AVX2, w}, {"vnni", matQ8_0VNNI, w}, {"panel", matQ8_0VNNIPanel, pw.Data}} {
+		}{{"avx2", matQ8_0AVX2, w}, {"avx2-panel", matQ8_0AVX2Panel, pw.Data}, {"vnni", matQ8_0VNNI, w}, {"panel", matQ8_0VNNIPanel, pw.Data}} {
 			b.Run(fmt.Sprintf("%s/%dx%d/n=%d", k.name, c.rows, c.cols, c.n), func(b *testing.B) {
 				b.SetBytes(int64(len(w)))
 				for b.Loop() {
@@ -367,7 +367,7 @@ func TestVNNIDispatch(t *testing.T) {
 		}
 	}
 	setISA(isaAVX2)
-	if Panels(tensor.Q8_0) || q8Major {
-		t.Error("the avx2 set reports a panel kernel")
+	if fmt.Sprintf("%p", matQ8_0PanelImpl) != fmt.Sprintf("%p", actKernel(matQ8_0AVX2Panel)) || !Panels(tensor.Q8_0) || !q8Major {
+		t.Error("the avx2 set lacks its panel kernel")
 	}
 }

@@ -31,44 +31,6 @@ package kernels
 // weight block's |w| (Q8_0) or nibbles (Q4_0) and scale prepared once for
 // four inputs, over blocks of rows that stay in L2 (rowBlock) while every
 // input tile passes.
-func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	nb := cols / tile
-	if nb == 0 {
-		zeroRows(dst, n, rows, lo, hi)
-		return
-	}
-	if n <= 0 || lo >= hi {
-		return
-	}
-	rb := nb * q8Blk
-	// Everything the assembly touches, checked once (index expressions: a
-	// slice expression may reach past len into cap).
-	_ = w[hi*rb-1]
-	_ = dst[(n-1)*rows+hi-1]
-	_ = xq.q[n*cols-1]
-	_ = xq.d[n*nb-1]
-	step := rowBlock(rb)
-	if n == 1 {
-		step = hi - lo // no reuse to keep in L2: one pair of streams
-	}
-	for r0 := lo; r0 < hi; r0 += step {
-		r1 := min(r0+step, hi)
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			q8AVX2Tile4(&dst[i*rows+r0], rows, &w[r0*rb], rb, r1-r0, &xq.q[i*cols], &xq.d[i*nb], cols, nb)
-		}
-		for ; i < n; i++ {
-			h := farRows(r1-r0, 2, rb)
-			if h > 0 {
-				q8AVX2RowsFar(&dst[i*rows+r0], &w[r0*rb], rb, h, &xq.q[i*cols], &xq.d[i*nb], nb, h*rb, 4*h)
-			}
-			for r := r0 + 2*h; r < r1; r++ {
-				q8AVX2RowsFar(&dst[i*rows+r], &w[r*rb], rb, 1, &xq.q[i*cols], &xq.d[i*nb], nb, 0, 0)
-			}
-		}
-	}
-}
-
 func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
 	nb := cols / tile
 	if nb == 0 {
@@ -105,21 +67,6 @@ func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 		}
 	}
 }
-
-// q8AVX2RowsFar writes dst[r] = row r of w · input and, dfar bytes on, the
-// same for the row far bytes after row r, for r in [0,nrows) (rows rb bytes
-// apart, nb blocks each; the input's int8 values x and block scales d).
-// far = dfar = 0 computes a lone row (twice).
-//
-//go:noescape
-func q8AVX2RowsFar(dst *float32, w *byte, rb, nrows int, x *int8, d *float32, nb, far, dfar int)
-
-// q8AVX2Tile4 writes dst[k·rows+r] = row r of w · input k for r in
-// [0,nrows) and k in 0..3, input k's values at x + k·cols and scales at
-// d + k·nb.
-//
-//go:noescape
-func q8AVX2Tile4(dst *float32, rows int, w *byte, rb, nrows int, x *int8, d *float32, cols, nb int)
 
 // q4AVX2RowsFar is q8AVX2RowsFar for Q4_0 over the input's pair data (p,
 // c, d4: see actQ8).

@@ -84,20 +84,29 @@ func Repack(w Weight) (Weight, error) {
 	for p := 0; p+PanelRows <= w.Rows; p += PanelRows {
 		src := w.Data[p*rb : (p+PanelRows)*rb]
 		copy(tmp, src)
-		for b := 0; b < nb; b++ {
-			o := src[b*panelBlk : (b+1)*panelBlk]
-			for k := 0; k < PanelRows; k++ {
-				blk := tmp[k*rb+b*tensor.Q8_0BlockLen : k*rb+(b+1)*tensor.Q8_0BlockLen]
-				o[2*k], o[2*k+1] = blk[0], blk[1]
-				for g := 0; g < 8; g++ {
-					v := binary.LittleEndian.Uint32(blk[2+4*g:]) ^ 0x80808080
-					binary.LittleEndian.PutUint32(o[32+64*g+4*k:], v)
-				}
-			}
-		}
+		panelizeQ8(src, tmp, nb)
 	}
 	w.Layout = PanelQ8_0
 	return w, nil
+}
+
+// panelizeQ8 writes the 16 row-major Q8_0 rows of src (nb blocks each) as
+// one PanelQ8_0 panel into dst (the same size; not overlapping src).
+func panelizeQ8(dst, src []byte, nb int) {
+	rb := nb * tensor.Q8_0BlockLen
+	_ = src[PanelRows*rb-1]
+	_ = dst[PanelRows*rb-1]
+	for b := 0; b < nb; b++ {
+		o := dst[b*panelBlk : (b+1)*panelBlk]
+		for k := 0; k < PanelRows; k++ {
+			blk := src[k*rb+b*tensor.Q8_0BlockLen : k*rb+(b+1)*tensor.Q8_0BlockLen]
+			o[2*k], o[2*k+1] = blk[0], blk[1]
+			for g := 0; g < 8; g++ {
+				v := binary.LittleEndian.Uint32(blk[2+4*g:]) ^ 0x80808080
+				binary.LittleEndian.PutUint32(o[32+64*g+4*k:], v)
+			}
+		}
+	}
 }
 
 // panelRow writes row r of a PanelQ8_0 weight (nb blocks per row) in the
