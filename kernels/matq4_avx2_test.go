@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/sluicehq/sluice/tensor"
@@ -240,6 +241,58 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 				}
 				b.ReportMetric(float64(c.rows)*float64(c.cols)*float64(c.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
+		}
+	}
+}
+
+// BenchmarkQuantAVX2Prefill is one 128-token prompt through a 110M model's
+// three matrix shapes with the AVX2 Q8_0 and Q4_0 panel kernels (as the ram
+// tier runs them) and the row-major ones (the mmap tier: panels made in
+// scratch per call), single-threaded, in G multiply-adds per second of the
+// thread's CPU time (see threadCPU).
+func BenchmarkQuantAVX2Prefill(b *testing.B) {
+	if !cpuAVX2 {
+		b.Skip("CPU lacks AVX2+FMA+F16C")
+	}
+	defer setISA(isaCap)
+	setISA(isaAVX2)
+	const n = 128
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
+		for _, shp := range [][2]int{{768, 768}, {2048, 768}, {768, 2048}} {
+			rows, cols := shp[0], shp[1]
+			r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+			w := randomQ8_0(r, rows, cols)
+			k, pk := actKernel(matQ8_0AVX2), actKernel(matQ8_0AVX2Panel)
+			if dt == tensor.Q4_0 {
+				w = q4VNNIWeight(r, rows, cols, false, false)
+				k, pk = matQ4_0AVX2, matQ4_0AVX2Panel
+			}
+			pw, err := Repack(Weight{DType: dt, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+			if err != nil {
+				b.Fatal(err)
+			}
+			x := make([]float32, n*cols)
+			for j := range x {
+				x[j] = float32(r.NormFloat64())
+			}
+			var xq actQ8
+			xq.quantize(x, n, cols, dt)
+			dst := make([]float32, n*rows)
+			for _, v := range []struct {
+				name string
+				k    actKernel
+				w    []byte
+			}{{"panel", pk, pw.Data}, {"row-major", k, w}} {
+				b.Run(fmt.Sprintf("%v/%s/%dx%d/n=%d", dt, v.name, rows, cols, n), func(b *testing.B) {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					t0 := threadCPU()
+					for b.Loop() {
+						v.k(dst, v.w, &xq, n, rows, cols, 0, rows)
+					}
+					b.ReportMetric(n*float64(rows*cols)*float64(b.N)/(threadCPU()-t0).Seconds()/1e9, "GMAC/s")
+				})
+			}
 		}
 	}
 }
