@@ -14,9 +14,6 @@
 // Register use, all kernels: Y15 0x0001 in every int16, Y14 0x0f in every
 // byte.
 
-DATA q4v2nan<>+0(SB)/4, $0x7e00
-GLOBL q4v2nan<>(SB), RODATA|NOPTR, $4
-
 DATA q4v2abs<>+0(SB)/8, $0x7fff7fff7fff7fff
 DATA q4v2abs<>+8(SB)/8, $0x7fff7fff7fff7fff
 DATA q4v2abs<>+16(SB)/8, $0x7fff7fff7fff7fff
@@ -27,6 +24,15 @@ DATA q4v2inf<>+8(SB)/8, $0x7c007c007c007c00
 DATA q4v2inf<>+16(SB)/8, $0x7c007c007c007c00
 DATA q4v2inf<>+24(SB)/8, $0x7c007c007c007c00
 GLOBL q4v2inf<>(SB), RODATA|NOPTR, $32
+
+// q4v2shift shifts the low 128-bit lane by 0 and the high one by 4 bits
+// (VPSRLVD): the 16 bytes broadcast to both lanes then give, masked, the
+// low nibbles (values 0–15) and the high ones (16–31) in value order.
+DATA q4v2shift<>+0(SB)/8, $0
+DATA q4v2shift<>+8(SB)/8, $0
+DATA q4v2shift<>+16(SB)/8, $0x0000000400000004
+DATA q4v2shift<>+24(SB)/8, $0x0000000400000004
+GLOBL q4v2shift<>(SB), RODATA|NOPTR, $32
 
 #define CONSTS \
 	MOVL $0x00010001, AX; \
@@ -280,30 +286,25 @@ q4p1done:
 
 // ---- Row-major weights ----
 
-// H16 loads the f16 at off(B) into the low 16 bits of R, ±Inf made NaN.
-// Clobbers T.
-#define H16(off, B, R, T) \
-	MOVWLZX off(B), R; \
-	MOVL R, T; \
-	ANDL $0x7fff, T; \
-	CMPL T, $0x7c00; \
-	CMOVLEQ q4v2nan<>(SB), R
-
-// func q4AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int)
+// func q4AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int, sc *float32)
 //
 // Rows r and r+h of w (the second far bytes after the first) against one
 // input for r in [0,nrows), stored at dst[r] and dfar bytes after it (far
 // = dfar = 0 computes a lone row twice). The input's block b is at
 // x+b·xs, its sb and db at +b·ss bytes. Per block, both rows: the 16
-// bytes widened to 32 nibbles in value order (low nibbles, then high), one
+// bytes broadcast to both lanes and widened to 32 nibbles in value order
+// (the high lane shifted by 4: low nibbles, then high), one
 // VPMADDUBSW and VPMADDWD against the input's 32 values, the lanes summed
 // into lane 0 (row r) and lane 4 (row r+h), sb/16 added, converted, one
-// FMA by the rows' scales times dX.
-TEXT ·q4AVX2Rows(SB), NOSPLIT, $0-96
+// FMA by the rows' scales (looked up in sc, quantScaleTable: f16 → float32,
+// ±Inf → NaN) times dX.
+TEXT ·q4AVX2Rows(SB), NOSPLIT, $0-104
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ nrows+24(FP), R9
 	CONSTS
+	VMOVDQU q4v2shift<>(SB), Y13
+	MOVQ    sc+96(FP), R15
 	TESTQ R9, R9
 	JZ    q4rdone
 
@@ -322,12 +323,10 @@ q4rrow:
 q4rblock:
 	PREFETCHT0   512(BX)
 	PREFETCHT0   512(CX)
-	VMOVDQU      2(BX), X1
-	VMOVDQU      2(CX), X11
-	VPSRLW       $4, X1, X2
-	VPSRLW       $4, X11, X12
-	VINSERTI128  $1, X2, Y1, Y1
-	VINSERTI128  $1, X12, Y11, Y11
+	VBROADCASTI128 2(BX), Y1
+	VBROADCASTI128 2(CX), Y11
+	VPSRLVD      Y13, Y1, Y1
+	VPSRLVD      Y13, Y11, Y11
 	VPAND        Y14, Y1, Y1
 	VPAND        Y14, Y11, Y11
 	VMOVDQU      (R10), Y6
@@ -346,11 +345,11 @@ q4rblock:
 	VPSRAD       $4, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
-	H16(0, BX, AX, R15)
-	H16(0, CX, R15, R14)
-	VMOVQ        AX, X5
-	VPINSRW      $4, R15, X5, X5
-	VCVTPH2PS    X5, Y5
+	MOVWLZX      (BX), AX
+	MOVWLZX      (CX), R14
+	VMOVSS       (R15)(AX*4), X5
+	VMOVSS       (R15)(R14*4), X8
+	VINSERTI128  $1, X8, Y5, Y5
 	VBROADCASTSS (R12), Y7
 	VMULPS       Y7, Y5, Y5
 	VFMADD231PS  Y5, Y3, Y0

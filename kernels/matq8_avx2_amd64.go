@@ -65,6 +65,7 @@ func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 		lo = full
 	}
 	xs, ss := xq.gw*tile, 4*xq.gw
+	sc := &quantScaleTable()[0]
 	step := rowBlock(rb)
 	if n == 1 {
 		step = hi - lo // no reuse to keep in L2: one pair of streams
@@ -75,10 +76,10 @@ func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			k := xq.majorAt(i, 0, nb)
 			h := farRows(r1-r0, 2, rb)
 			if h > 0 {
-				q8AVX2Rows(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.db[k], xs, ss, nb, h*rb, 4*h)
+				q8AVX2Rows(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.db[k], xs, ss, nb, h*rb, 4*h, sc)
 			}
 			for r := r0 + 2*h; r < r1; r++ {
-				q8AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.db[k], xs, ss, nb, 0, 0)
+				q8AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.db[k], xs, ss, nb, 0, 0, sc)
 			}
 		}
 	}
@@ -145,7 +146,8 @@ func q8AVX2Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *flo
 // q8AVX2Rows writes dst[r] = row r of w · input and, dfar bytes on, the
 // same for the row far bytes after row r, for r in [0,nrows) (rows rb
 // bytes apart, nb blocks each); the input's block b at x+b·xs, its scale
-// at +b·ss bytes. far = dfar = 0 computes a lone row (twice).
+// at +b·ss bytes; sc is quantScaleTable. far = dfar = 0 computes a lone
+// row (twice).
 //
 //go:noescape
-func q8AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, db *float32, xs, ss, nb, far, dfar int)
+func q8AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, db *float32, xs, ss, nb, far, dfar int, sc *float32)

@@ -11,10 +11,6 @@
 //
 // Register use, all kernels: Y15 0x0001 in every int16 (VPMADDWD's ones).
 
-// f16 NaN, for block scales whose f16 bits are ±Inf (quantScaleTable's rule).
-DATA q8v2nan<>+0(SB)/4, $0x7e00
-GLOBL q8v2nan<>(SB), RODATA|NOPTR, $4
-
 // 0x7fff and 0x7c00 in every f16 lane: |h| == Inf finds ±Inf scales, and
 // OR-ing the match (0xffff, an f16 NaN) into them makes them NaN.
 DATA q8v2abs<>+0(SB)/8, $0x7fff7fff7fff7fff
@@ -282,16 +278,7 @@ p1done:
 
 // ---- Row-major weights ----
 
-// H16 loads the f16 at off(B) into the low 16 bits of R, ±Inf made NaN.
-// Clobbers T.
-#define H16(off, B, R, T) \
-	MOVWLZX off(B), R; \
-	MOVL R, T; \
-	ANDL $0x7fff, T; \
-	CMPL T, $0x7c00; \
-	CMOVLEQ q8v2nan<>(SB), R
-
-// func q8AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, db *float32, xs, ss, nb, far, dfar int)
+// func q8AVX2Rows(dst *float32, w *byte, rb, nrows int, x *int8, db *float32, xs, ss, nb, far, dfar int, sc *float32)
 //
 // Rows r and r+h of w (the second far bytes after the first) against one
 // input for r in [0,nrows), stored at dst[r] and dfar bytes after it (two
@@ -301,13 +288,15 @@ p1done:
 //	Y1/Y11   the rows' 32 weights; Y6 the input's 32 values
 //	Y2/Y12   the lane dots, summed into lane 0 (row r) and lane 4 (row
 //	         r+h) of Y3, converted
-//	Y5       the rows' scales (lanes 0, 4) times dX
+//	Y5       the rows' scales (lanes 0, 4; looked up in sc, quantScaleTable:
+//	         f16 → float32, ±Inf → NaN) times dX
 //	Y0       the two sums: fma(Y3, Y5, Y0)
-TEXT ·q8AVX2Rows(SB), NOSPLIT, $0-88
+TEXT ·q8AVX2Rows(SB), NOSPLIT, $0-96
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ nrows+24(FP), R9
 	MOVQ far+72(FP), R14
+	MOVQ sc+88(FP), R15
 	ONES
 	TESTQ R9, R9
 	JZ    rdone
@@ -344,11 +333,11 @@ rblock:
 	VPSHUFD    $0xB1, Y3, Y4
 	VPADDD     Y4, Y3, Y3
 	VCVTDQ2PS  Y3, Y3
-	H16(0, BX, AX, R11)
-	H16(0, CX, R15, R11)
-	VMOVQ        AX, X5
-	VPINSRW      $4, R15, X5, X5
-	VCVTPH2PS    X5, Y5
+	MOVWLZX      (BX), AX
+	MOVWLZX      (CX), R11
+	VMOVSS       (R15)(AX*4), X5
+	VMOVSS       (R15)(R11*4), X8
+	VINSERTI128  $1, X8, Y5, Y5
 	VBROADCASTSS (R12), Y7
 	VMULPS       Y7, Y5, Y5
 	VFMADD231PS  Y5, Y3, Y0
