@@ -24,16 +24,21 @@ import (
 )
 
 // sixLayers writes a small synthetic llama with six layers and an output
-// head of its own (so the embedding is read by rows under the ssd tier).
-func sixLayers(t *testing.T) string {
+// head of its own (so the embedding is read by rows under the ssd tier), in
+// Q8_0 unless a dtype is given.
+func sixLayers(t *testing.T, dt ...tensor.DType) string {
 	t.Helper()
+	d := tensor.Q8_0
+	if len(dt) > 0 {
+		d = dt[0]
+	}
 	path := filepath.Join(t.TempDir(), "six.gguf")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pr := synth.Preset{Name: "six", Dim: 64, Hidden: 192, Layers: 6, Heads: 4, KVHeads: 2, Context: 128, Vocab: 512}
-	if err := synth.Write(f, synth.Options{Preset: pr, DType: tensor.Q8_0, Seed: 5}); err != nil {
+	if err := synth.Write(f, synth.Options{Preset: pr, DType: d, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -150,6 +155,9 @@ func TestTiersBitIdentical(t *testing.T) {
 		}
 	}
 	t.Run("synthetic", func(t *testing.T) { check(t, model.LoadOptions{Path: sixLayers(t)}) })
+	// Q4_0: panels under the ram tier where the kernel set has a Q4_0 panel
+	// kernel (avx2, avx512 without VNNI), row-major under mmap.
+	t.Run("synthetic-q4_0", func(t *testing.T) { check(t, model.LoadOptions{Path: sixLayers(t, tensor.Q4_0)}) })
 	t.Run("stories260K", func(t *testing.T) {
 		dir := testutil.Models(t)
 		check(t, model.LoadOptions{Path: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin")})

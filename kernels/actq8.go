@@ -40,12 +40,13 @@ type actQ8 struct {
 	c  []int32
 	d4 []float32
 
-	// xb, sb and db serve the VNNI Q8_0 kernels (q8Major set by the
-	// selector): the inputs in groups of gw = min(n, 8), each group's
+	// xb, sb and db serve the VNNI and AVX2 Q8_0 kernels and the AVX2
+	// Q4_0 ones (q8Major, q4Major set by the selector): the inputs in groups of gw = min(n, 8), each group's
 	// blocks in block-major order, input i's block b at index
 	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
 	// when n > 1; with one input q is already in this order), sb −128·Σ of
-	// them (what the kernels' unsigned w+128 adds, to subtract) and db its
+	// them (what the VNNI kernels' unsigned w+128 adds, to subtract; the
+	// AVX2 Q4_0 kernels take sb/16 = −8·Σ for the nibbles' +8) and db its
 	// scale. A tile of up to 8 inputs then finds its blocks side by side
 	// and walks one sequential stream (a stride of n blocks put every
 	// block of a 128-input call in the same L1 sets). See matQ8_0VNNI.
@@ -81,7 +82,7 @@ func putAct(a *actQ8) {
 
 // quantize fills a from x: (n, cols) row-major, cols a multiple of 32: q and
 // d always, then the layout the kernels of weight type t read (p, c, d4 for
-// Q4_0; xb, sb, db for Q8_0 on the VNNI set). Building both cost a 15m prefill a tenth of its
+// Q4_0, or xb, sb, db when q4Major; xb, sb, db for Q8_0 when q8Major). Building both cost a 15m prefill a tenth of its
 // time.
 func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
 	a.prepare(n, cols, t)
@@ -95,9 +96,9 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	nb := n * cols / tile
 	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, nb)
-	switch t {
-	case tensor.Q8_0:
-		if q8Major {
+	switch {
+	case t == tensor.Q8_0 && q8Major, t == tensor.Q4_0 && q4Major:
+		{
 			a.n, a.gw = n, min(n, 8)
 			padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
 			if n > 1 {
@@ -106,7 +107,7 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 			a.sb = grow(a.sb, padded*cols/tile)
 			a.db = grow(a.db, padded*cols/tile)
 		}
-	case tensor.Q4_0:
+	case t == tensor.Q4_0:
 		np := n * ((cols/tile + 1) / 2) // pairs in all rows
 		a.p = grow(a.p, 2*tile*np)
 		a.c = grow(a.c, 8*np)
@@ -123,19 +124,18 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	bpr := cols / tile // blocks per row
 	b0, b1 := lo*bpr, hi*bpr
 	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
-	switch t {
-	case tensor.Q8_0:
-		if q8Major {
-			a.major(bpr, lo, hi)
-		}
-	case tensor.Q4_0:
+	switch {
+	case t == tensor.Q8_0 && q8Major, t == tensor.Q4_0 && q4Major:
+		a.major(bpr, lo, hi)
+	case t == tensor.Q4_0:
 		pairsImpl(a, cols, b0, b1)
 	}
 }
 
-// q8Major is set by the selector when the Q8_0 kernels read actQ8's
-// block-major fields (xb, sb, db).
-var q8Major = false
+// q8Major and q4Major are set by the selector when the Q8_0 (Q4_0)
+// kernels read actQ8's block-major fields (xb, sb, db) rather than q and d
+// (p, c and d4 for Q4_0).
+var q8Major, q4Major = false, false
 
 // pairsImpl is (*actQ8).pairs or a vector version writing the same values
 // (set from an init() in actq8_simd_amd64.go).

@@ -106,7 +106,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 	}
 	parts := 1 + w.Rows*w.Cols*n/parallelMinMACs
 	units := w.Rows // what the threads split: rows, or panels of PanelRows
-	if w.Layout == PanelQ8_0 {
+	if w.Layout != RowMajor {
 		units = (w.Rows + PanelRows - 1) / PanelRows
 	}
 	if p == nil || p.threads == 1 || parts == 1 || units == 1 {
@@ -146,16 +146,20 @@ func (j *matJob) quant(lo, hi int) { j.xq.rows(j.x, j.cols, j.dt, lo, hi) }
 // than one thread (a var for tests).
 var parallelMinQuant = 1 << 14
 
-// run computes units [lo,hi): output rows, or for a PanelQ8_0 weight
-// panels of PanelRows rows (the last one short when Rows%16 > 0).
+// run computes units [lo,hi): output rows, or for a panel weight panels
+// of PanelRows rows (the last one short when Rows%16 > 0).
 func (j *matJob) run(lo, hi int) {
-	if j.layout != PanelQ8_0 {
+	if j.layout == RowMajor {
 		j.rowMajor(j.dst, j.w, lo, hi)
 		return
 	}
 	lo, hi = lo*PanelRows, min(hi*PanelRows, j.rows)
-	if j.ak != nil && matQ8_0PanelImpl != nil {
-		matQ8_0PanelImpl(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
+	pk := matQ8_0PanelImpl
+	if j.layout == PanelQ4_0 {
+		pk = matQ4_0PanelImpl
+	}
+	if j.ak != nil && pk != nil {
+		pk(j.dst, j.w, j.xq, j.n, j.rows, j.cols, lo, hi)
 		return
 	}
 	j.unpanelled(lo, hi)

@@ -207,44 +207,62 @@ func TestMatQ8_0VNNI(t *testing.T) {
 // TestRepack checks the panel layout round-trips every row, leaves the
 // rows after the last panel in place, and refuses what it cannot lay out.
 func TestRepack(t *testing.T) {
+	defer setISA(isaCap)
+	setISA(isaAVX2) // a set with Q4_0 panels, where the CPU has it
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, rows := range []int{1, 15, 16, 17, 31, 32, 50} {
-		for _, cols := range []int{32, 96, 768} {
-			w := randomQ8_0(r, rows, cols)
-			pw, err := Repack(Weight{DType: tensor.Q8_0, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := Repackable(tensor.Q8_0, rows, cols); (pw.Layout == PanelQ8_0) != want {
-				t.Fatalf("%d×%d: layout %v, want panels %v", rows, cols, pw.Layout, want)
-			}
-			rb := cols / tile * q8Blk
-			buf := make([]byte, rb)
-			row := make([]float32, cols)
-			want := make([]float32, cols)
-			for k := 0; k < rows; k++ {
-				if got := RowBytes(buf, pw, k); string(got) != string(w[k*rb:(k+1)*rb]) {
-					t.Fatalf("%d×%d: row %d differs after Repack", rows, cols, k)
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
+		for _, rows := range []int{1, 15, 16, 17, 31, 32, 50} {
+			for _, cols := range []int{32, 96, 768} {
+				w := randomQ8_0(r, rows, cols)
+				if dt == tensor.Q4_0 {
+					w = q4VNNIWeight(r, rows, cols, true, true)
 				}
-				DecodeRow(row, pw, k)
-				tensor.DequantizeRow(want, w[k*rb:], tensor.Q8_0, cols)
-				for j := range row {
-					if !sameQ8Bits(row[j], want[j]) {
-						t.Fatalf("%d×%d: DecodeRow row %d [%d] = %v, want %v", rows, cols, k, j, row[j], want[j])
+				pw, err := Repack(Weight{DType: dt, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := Repackable(dt, rows, cols); (pw.Layout == panelLayout(dt)) != want {
+					t.Fatalf("%v %d×%d: layout %v, want panels %v", dt, rows, cols, pw.Layout, want)
+				}
+				rb := cols / tile * dt.BlockBytes()
+				buf := make([]byte, rb)
+				row := make([]float32, cols)
+				want := make([]float32, cols)
+				for k := 0; k < rows; k++ {
+					if got := RowBytes(buf, pw, k); string(got) != string(w[k*rb:(k+1)*rb]) {
+						t.Fatalf("%d×%d: row %d differs after Repack", rows, cols, k)
+					}
+					DecodeRow(row, pw, k)
+					tensor.DequantizeRow(want, w[k*rb:], dt, cols)
+					for j := range row {
+						if !sameQ8Bits(row[j], want[j]) {
+							t.Fatalf("%d×%d: DecodeRow row %d [%d] = %v, want %v", rows, cols, k, j, row[j], want[j])
+						}
 					}
 				}
-			}
-			if full := rows / PanelRows * PanelRows; string(pw.Data[full*rb:]) != string(w[full*rb:]) {
-				t.Fatalf("%d×%d: tail rows moved", rows, cols)
-			}
-			if rows >= PanelRows && string(pw.Data) == string(w) {
-				t.Fatalf("%d×%d: Repack changed nothing", rows, cols)
-			}
-			again, err := Repack(pw)
-			if err != nil || string(again.Data) != string(pw.Data) {
-				t.Fatalf("%d×%d: repacking a panel weight changed it (err %v)", rows, cols, err)
+				if full := rows / PanelRows * PanelRows; string(pw.Data[full*rb:]) != string(w[full*rb:]) {
+					t.Fatalf("%d×%d: tail rows moved", rows, cols)
+				}
+				if pw.Layout != RowMajor && string(pw.Data) == string(w) {
+					t.Fatalf("%d×%d: Repack changed nothing", rows, cols)
+				}
+				again, err := Repack(pw)
+				if err != nil || string(again.Data) != string(pw.Data) {
+					t.Fatalf("%d×%d: repacking a panel weight changed it (err %v)", rows, cols, err)
+				}
 			}
 		}
+	}
+	if cpuAVX2 && !Repackable(tensor.Q4_0, 16, 32) {
+		t.Error("Q4_0 not repackable under the avx2 set")
+	}
+	setISA(isaGeneric)
+	if Repackable(tensor.Q4_0, 16, 32) || !Repackable(tensor.Q8_0, 16, 32) {
+		t.Error("generic set: Q4_0 must not be repacked (no panel kernel), Q8_0 always is")
+	}
+	bad4 := Weight{DType: tensor.Q4_0, Data: make([]byte, 18*16), Rows: 16, Cols: 32, Layout: PanelQ8_0}
+	if err := bad4.Validate(); err == nil {
+		t.Fatal("Validate accepted a Q4_0 weight in the Q8_0 panel layout")
 	}
 	f32 := Weight{DType: tensor.F32, Data: make([]byte, 4*32*32), Rows: 32, Cols: 32}
 	if got, err := Repack(f32); err != nil || got.Layout != RowMajor {
@@ -260,24 +278,40 @@ func TestRepack(t *testing.T) {
 }
 
 // TestPanelFallback checks that every kernel set the CPU has gives a panel
-// weight exactly the bits it gives the row-major one, through MatMul on one
-// and two threads: the sets without a panel kernel by un-interleaving, the
-// VNNI set by its panel kernel.
+// weight (PanelQ8_0, PanelQ4_0) exactly the bits it gives the row-major
+// one, through MatMul on one and two threads: the sets without a panel
+// kernel for the type by un-interleaving, the others by their panel kernel.
 func TestPanelFallback(t *testing.T) {
 	defer setISA(isaCap)
 	defer func(v int) { parallelMinMACs = v }(parallelMinMACs)
 	parallelMinMACs = 1
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, c := range []isaLevel{isaGeneric, isaAVX2, isaAVX512} {
-		setISA(c)
+	type pair struct{ rw, pw Weight }
+	var ws []pair
+	setISA(isaAVX2) // Q4_0 panels are made only where a set has their kernel
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
 		for _, rows := range []int{16, 40} {
 			cols := 96
-			rw := Weight{DType: tensor.Q8_0, Data: randomQ8_0(r, rows, cols), Rows: rows, Cols: cols}
-			pw, err := Repack(Weight{DType: tensor.Q8_0, Data: append([]byte(nil), rw.Data...), Rows: rows, Cols: cols})
+			data := randomQ8_0(r, rows, cols)
+			if dt == tensor.Q4_0 {
+				data = q4VNNIWeight(r, rows, cols, true, false)
+			}
+			rw := Weight{DType: dt, Data: data, Rows: rows, Cols: cols}
+			pw, err := Repack(Weight{DType: dt, Data: append([]byte(nil), data...), Rows: rows, Cols: cols})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range []int{1, 5, 9} {
+			if cpuAVX2 && pw.Layout == RowMajor {
+				t.Fatalf("%v %d rows: not repacked under the avx2 set", dt, rows)
+			}
+			ws = append(ws, pair{rw, pw})
+		}
+	}
+	for _, c := range []isaLevel{isaGeneric, isaAVX2, isaAVX512} {
+		setISA(c)
+		for _, p := range ws {
+			rows, cols := p.rw.Rows, p.rw.Cols
+			for _, n := range []int{1, 4, 5, 9} {
 				x := make([]float32, n*cols)
 				for j := range x {
 					x[j] = float32(r.NormFloat64())
@@ -285,13 +319,13 @@ func TestPanelFallback(t *testing.T) {
 				want := make([]float32, n*rows)
 				got := make([]float32, n*rows)
 				for _, threads := range []int{1, 2} {
-					p := NewPool(threads)
-					MatMul(p, want, rw, x, n)
-					MatMul(p, got, pw, x, n)
-					p.Close()
+					pool := NewPool(threads)
+					MatMul(pool, want, p.rw, x, n)
+					MatMul(pool, got, p.pw, x, n)
+					pool.Close()
 					for i := range want {
 						if !sameQ8Bits(want[i], got[i]) {
-							t.Fatalf("%s %d rows n=%d threads %d: out[%d] = %v panel, %v row-major", Impl(), rows, n, threads, i, got[i], want[i])
+							t.Fatalf("%s %v %v %d rows n=%d threads %d: out[%d] = %v panel, %v row-major", Impl(), p.rw.DType, p.pw.Layout, rows, n, threads, i, got[i], want[i])
 						}
 					}
 				}
@@ -332,7 +366,7 @@ func BenchmarkQ8_0Kernels(b *testing.B) {
 			name string
 			f    actKernel
 			w    []byte
-		}{{"avx2", matQ8_0AVX2, w}, {"vnni", matQ8_0VNNI, w}, {"panel", matQ8_0VNNIPanel, pw.Data}} {
+		}{{"avx2", matQ8_0AVX2, w}, {"avx2-panel", matQ8_0AVX2Panel, pw.Data}, {"vnni", matQ8_0VNNI, w}, {"panel", matQ8_0VNNIPanel, pw.Data}} {
 			b.Run(fmt.Sprintf("%s/%dx%d/n=%d", k.name, c.rows, c.cols, c.n), func(b *testing.B) {
 				b.SetBytes(int64(len(w)))
 				for b.Loop() {
@@ -367,7 +401,7 @@ func TestVNNIDispatch(t *testing.T) {
 		}
 	}
 	setISA(isaAVX2)
-	if Panels(tensor.Q8_0) || q8Major {
-		t.Error("the avx2 set reports a panel kernel")
+	if fmt.Sprintf("%p", matQ8_0PanelImpl) != fmt.Sprintf("%p", actKernel(matQ8_0AVX2Panel)) || !Panels(tensor.Q8_0) || !q8Major {
+		t.Error("the avx2 set lacks its panel kernel")
 	}
 }

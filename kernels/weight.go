@@ -26,9 +26,9 @@ func (w Weight) Validate() error {
 	}
 	switch w.Layout {
 	case RowMajor:
-	case PanelQ8_0:
-		if !Repackable(w.DType, w.Rows, w.Cols) {
-			return fmt.Errorf("kernels: weight %d×%d %v: layout %v needs Q8_0 with at least %d rows: %w",
+	case PanelQ8_0, PanelQ4_0:
+		if !panelShape(w.DType, w.Rows, w.Cols) || panelLayout(w.DType) != w.Layout {
+			return fmt.Errorf("kernels: weight %d×%d %v: layout %v needs its own type (panel-q8_0: Q8_0, panel-q4_0: Q4_0) with at least %d rows: %w",
 				w.Rows, w.Cols, w.DType, w.Layout, PanelRows, ErrBadWeight)
 		}
 	default:

@@ -155,12 +155,13 @@ type Options struct {
 	ReadAt ReadAtFunc
 	// Timeline records per-layer read and compute spans (Timeliner).
 	Timeline bool
-	// Panels lays out every Q8_0 matrix the kernels can (kernels.Repackable)
-	// in their panel layout (kernels.Repack), in place, where the store owns
+	// Panels lays out every matrix the kernels can (kernels.Repackable:
+	// Q8_0, and Q4_0 under a kernel set with a Q4_0 panel kernel) in their
+	// panel layout (kernels.Repack), in place, where the store owns
 	// the bytes: the RAM tier at Open and the ssd tier's pinned set at Plan
 	// (not its streamed layers: repacking each after its read cost more
 	// than it gave). mmap'd bytes are never written.
-	// Pinned views of such a tensor report kernels.PanelQ8_0 (LayoutOf).
+	// Pinned views of such a tensor report its layout (LayoutOf).
 	// Set it when kernels.Panels(tensor.Q8_0): a kernel set without a
 	// panel kernel gives the same bits, but slower.
 	Panels bool
