@@ -20,12 +20,15 @@ import (
 //	|got − want| ≤ fpTol·√cols·Σ_j |w_j·x_j|,   fpTol = 2^-20 (16 ulps of 1).
 //
 // Int8-activation paths (Q8_0/Q4_0): x is first quantized per 32-block b to
-// d_b·q_j with d_b = amax_b/127 and |x_j − d_b q_j| ≤ d_b/2 (round to
-// nearest; the float64 reciprocal adds a relative error far below 2^-24). The
-// integer block sums are exact and the weights W_j = dW·qW_j are exact in
-// both, so the only extra error is Σ_j |W_j|·|x_j − d_b q_j|:
+// q_j with d_b = amax_b/127 and |x_j − d_b q_j| ≤ d_b/2 (round to nearest;
+// the float64 reciprocal adds a relative error far below 2^-24), and the
+// products use d'_b, d_b rounded to binary16 as llama.cpp stores it, so
+// |x_j − d'_b q_j| ≤ d_b/2 + 127·|d_b − d'_b| (at most amax_b·2^-11 more
+// where d'_b is a normal binary16). The integer block sums are exact and
+// the weights W_j = dW·qW_j are exact in both, so the only extra error is
+// Σ_j |W_j|·|x_j − d'_b q_j|:
 //
-//	|got − want| ≤ Σ_j |W_j|·(amax_b(j)/254)·(1+2^-20) + fpTol·√cols·Σ_j|W_j·x_j|
+//	|got − want| ≤ Σ_j |W_j|·(amax_b(j)/254 + 127·|d_b − d'_b|)·(1+2^-20) + fpTol·√cols·Σ_j|W_j·x_j|
 //
 // (the second term also covers the rounding of dW·dX and of the per-block
 // products). Relative to the output's scale that is ~1/254 of a block's
@@ -71,9 +74,15 @@ func bound(w, x []float32, quant bool) float64 {
 		for _, v := range x[lo:hi] {
 			amax = max(amax, math.Abs(float64(v)))
 		}
+		d := float32(amax / 127)
+		dh := float64(d)
+		if d <= 65504 { // the scales kernels/actq8.go rounds
+			dh = float64(tensor.F16ToF32(tensor.F32ToF16(d)))
+		}
+		e := amax/254 + 127*math.Abs(float64(d)-dh)
 		for j := lo; j < hi; j++ {
 			abs += math.Abs(float64(w[j]) * float64(x[j]))
-			qerr += math.Abs(float64(w[j])) * amax / 254 * (1 + fpTol)
+			qerr += math.Abs(float64(w[j])) * e * (1 + fpTol)
 		}
 	}
 	tol := fpTol * math.Sqrt(float64(len(x))) * abs

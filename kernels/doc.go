@@ -20,7 +20,8 @@
 //     Q8_0/Q4_0 where present) or AVX2+FMA+F16C. They are only promised to
 //     be within a stated tolerance of ref (close_test.go derives it): they
 //     use vector lanes and FMA, and for Q8_0/Q4_0 weights they quantize the
-//     activations once per call to int8 per 32-block (llama.cpp's q8_0) and
+//     activations once per call to int8 per 32-block (llama.cpp's q8_0, its
+//     scale rounded to binary16 as ggml stores it) and
 //     take exact integer dot products; for Q4_K/Q5_K/Q6_K weights likewise
 //     per 256-block to Q8_K (actq8k.go, matqk_amd64.go: the same bits on
 //     the AVX2, AVX-512 and VNNI sets). They keep batch invariance: each

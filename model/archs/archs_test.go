@@ -56,21 +56,21 @@ type archCase struct {
 	minDistinct int
 }
 
-// The seeds. At F32 every seed tried (11 to 30) gives llama.cpp's 64 ids. At
-// Q8_0 most seeds part from llama.cpp somewhere in the 64 tokens, always at a
-// near-tie (see nearTie), because the activations of a Q8_0 product are
-// quantized with a float32 block scale in sluice and an f16 one in llama.cpp
-// (kernels/actq8.go), and the generic kernels do not quantize them at all;
-// each seed below is one whose 64 Q8_0 ids match llama.cpp's exactly on the
-// quantizing (non-generic) kernels: 2 to 4 seeds in 20 per architecture.
-// With that scale rounded to f16 as llama.cpp rounds it, 42 of 48 seeds
-// (11–18) match instead of 10 (bench/RESULTS.md, "The Q8_0 f16 activation
-// scale"); the change belongs to kernels/.
+// The seeds. At F32 every seed tried (11 to 30) gives llama.cpp's 64 ids.
+// At Q8_0 both engines quantize each product's activations to int8 blocks
+// with a binary16 scale (kernels/actq8.go rounds it as llama.cpp's
+// quantize_row_q8_0 stores it); the first seed tried, 11, gives llama.cpp's
+// 64 ids on the quantizing kernels for llama3, qwen2, qwen3 and phi3. With
+// a float32 scale, before, only 10 of seeds 11–18's 48 files matched, and
+// these seeds were picked among 20. gemma2 and gemma3 still part at seed
+// 11 (near-ties of 1.5e-4 and 2.5e-3·(1+|best|), not explained), so theirs
+// remain the picked ones. The generic kernels do not quantize activations
+// at all and are held to near-ties (see nearTie).
 var cases = []archCase{
-	{arch: "llama3", seed: 13},
-	{arch: "qwen2", seed: 14},
-	{arch: "qwen3", headDim: 32, seed: 17}, // 4 heads of 32 over a width of 64
-	{arch: "phi3", seed: 28},
+	{arch: "llama3", seed: 11},
+	{arch: "qwen2", seed: 11},
+	{arch: "qwen3", headDim: 32, seed: 11}, // 4 heads of 32 over a width of 64
+	{arch: "phi3", seed: 11},
 	// gemma2: layer 0 local (a window of 16 of the 71 tokens), layer 1
 	// global; an attention cap of 5 that binds (the real 50 hardly does at
 	// these scores; the ids differ between the two, and llama.cpp agrees
