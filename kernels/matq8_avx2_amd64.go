@@ -88,31 +88,7 @@ func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 // matQ8_0AVX2Panel computes output rows [lo,hi) of a PanelQ8_0 weight (lo
 // and hi on panel edges, or hi = rows).
 func matQ8_0AVX2Panel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	checkPanelSplit(rows, lo, hi)
-	nb := cols / tile
-	rb := nb * q8Blk
-	full := rows / PanelRows * PanelRows
-	if r := max(lo, full); r < hi {
-		matQ8_0AVX2(dst, w, xq, n, rows, cols, r, hi)
-	}
-	hi = min(hi, full)
-	if lo >= hi || n <= 0 {
-		return
-	}
-	xb := xq.blocks()
-	_ = w[hi*rb-1]
-	_ = dst[(n-1)*rows+hi-1]
-	last := xq.majorAt(n-1, nb-1, nb)
-	_ = xb[(last+1)*tile-1]
-	_ = xq.db[last]
-	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
-	if n == 1 {
-		step = hi - lo
-	}
-	for r0 := lo; r0 < hi; r0 += step {
-		r1 := min(r0+step, hi)
-		q8AVX2Panels(dst, rows, w[r0*rb:r1*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
-	}
+	matPanel(dst, w, xq, n, rows, cols, lo, hi, q8Blk, matQ8_0AVX2, q8AVX2Panels)
 }
 
 // q8AVX2Panels computes output rows [r0, r0+16·np) from the np panels at

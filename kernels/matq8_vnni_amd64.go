@@ -76,45 +76,26 @@ func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 // matQ8_0VNNIPanel computes output rows [lo,hi) of a PanelQ8_0 weight (lo
 // and hi on panel edges, or hi = rows).
 func matQ8_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	checkPanelSplit(rows, lo, hi)
-	nb := cols / tile
-	rb := nb * q8Blk
-	full := rows / PanelRows * PanelRows
-	if r := max(lo, full); r < hi {
-		matQ8_0VNNI(dst, w, xq, n, rows, cols, r, hi)
+	matPanel(dst, w, xq, n, rows, cols, lo, hi, q8Blk, matQ8_0VNNI, q8VNNIPanels)
+}
+
+// q8VNNIPanels computes output rows [r0, r0+16·np) from the np panels at
+// wp for every input: tiles of eight inputs, then four, then one at a time.
+func q8VNNIPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
+	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		k := xq.majorAt(i, 0, nb)
+		q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
 	}
-	hi = min(hi, full)
-	if lo >= hi {
-		return
+	if i+4 <= n {
+		k := xq.majorAt(i, 0, nb)
+		q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		i += 4
 	}
-	xb := xq.blocks()
-	_ = w[hi*rb-1]
-	_ = dst[(n-1)*rows+hi-1]
-	last := xq.majorAt(n-1, nb-1, nb)
-	_ = xb[(last+1)*tile-1]
-	_ = xq.sb[last]
-	_ = xq.db[last]
-	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
-	if n == 1 {
-		step = hi - lo
-	}
-	for r0 := lo; r0 < hi; r0 += step {
-		np := (min(r0+step, hi) - r0) / PanelRows
-		wp := &w[r0*rb]
-		i, gw := 0, xq.gw
-		for ; i+8 <= n; i += 8 {
-			k := xq.majorAt(i, 0, nb)
-			q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-		}
-		if i+4 <= n {
-			k := xq.majorAt(i, 0, nb)
-			q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-			i += 4
-		}
-		for ; i < n; i++ {
-			k := xq.majorAt(i, 0, nb)
-			q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-		}
+	for ; i < n; i++ {
+		k := xq.majorAt(i, 0, nb)
+		q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
 	}
 }
 

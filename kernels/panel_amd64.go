@@ -1,0 +1,43 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// matPanel is what the panel kernels' entry points share: output rows
+// [lo,hi) of a panel weight of blk-byte blocks (lo and hi on panel edges,
+// or hi = rows). The rows after the last whole panel are row-major and go
+// to rowMajor; the panels go to tiles a row block at a time, a block of
+// whole panels that stays in L2 (rowBlockBytes) while every input passes
+// over it, or all of them at once for a single input, which reads each
+// weight once anyway.
+func matPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi, blk int,
+	rowMajor func(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int),
+	tiles func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) {
+	checkPanelSplit(rows, lo, hi)
+	nb := cols / tile
+	rb := nb * blk
+	full := rows / PanelRows * PanelRows
+	if r := max(lo, full); r < hi {
+		rowMajor(dst, w, xq, n, rows, cols, r, hi)
+	}
+	hi = min(hi, full)
+	if lo >= hi || n <= 0 {
+		return
+	}
+	// The assembly trusts its pointers: everything the tiles touch,
+	// checked once.
+	xb := xq.blocks()
+	_ = w[hi*rb-1]
+	_ = dst[(n-1)*rows+hi-1]
+	last := xq.majorAt(n-1, nb-1, nb)
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
+	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
+	if n == 1 {
+		step = hi - lo
+	}
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(r0+step, hi)
+		tiles(dst, rows, w[r0*rb:r1*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
+	}
+}
