@@ -45,7 +45,7 @@ func init() {
 		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos] [--parse-special] [--tokenizer-pre NAME] [--inp CASES.inp]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},
 		{"validate", "validate PIPELINE", "check a pipeline file and show what it would build", cmdValidate},
-		{"gen-model", "gen-model --preset tiny|15m|110m|1b --dtype f32|f16|q8_0|q4_0 [--seed S] -o FILE.gguf", "write a seeded synthetic Llama model", cmdGenModel},
+		{"gen-model", "gen-model --preset tiny|tiny-k|15m|110m|1b|7b --dtype f32|f16|bf16|q8_0|q4_0 [--arch A] [--layers N] [--seed S] -o FILE.gguf", "write a seeded synthetic model (llama, llama3, qwen2, qwen3, phi3, gemma2, gemma3)", cmdGenModel},
 		{"eval", "eval -m MODEL [--tokenizer T] --text FILE [--ref MODEL2 [--ref-tokenizer T2]] [--ctx N] [--json] | eval --make-text -m MODEL -o FILE [--tokens N] [--seed S]", "perplexity, KL divergence and top-1 agreement over a text", cmdEval},
 		{"lora", "lora merge -m BASE [--tokenizer T] --adapter DIR[:scale] -o OUT [--scale S] [--permute-qk]", "merge PEFT LoRA adapters into a new model file", cmdLora},
 		{"convert", "convert IN -o OUT.gguf [--tokenizer TOKENIZER.bin] [--tokenizer-pre NAME] [--name NAME]", "convert a llama2.c .bin or a Hugging Face llama/mistral/qwen2 directory (with its tokenizer.json) to GGUF", cmdConvert},
