@@ -146,7 +146,15 @@ func TestMatQ8_0VNNI(t *testing.T) {
 	if !cpuVNNI {
 		t.Skip("CPU lacks AVX-512 VNNI: the assembly Q8_0 kernels are not used")
 	}
-	r := rand.New(rand.NewPCG(3, 4))
+	checkQ8_0Kernels(t, rand.New(rand.NewPCG(3, 4)), matQ8_0VNNI, matQ8_0VNNIPanel)
+}
+
+// checkQ8_0Kernels holds a set's row-major and panel Q8_0 kernels to
+// canonQ8_0's bits on every shape, row span, input count and row block
+// (down to one panel block and below a two-panel one), outputs outside the
+// span untouched.
+func checkQ8_0Kernels(t *testing.T, r *rand.Rand, rowMajor, panel actKernel) {
+	t.Helper()
 	defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
 	colsList := []int{32, 64, 96, 160, 288, 768, 2048}
 	ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 17, 33}
@@ -160,7 +168,7 @@ func TestMatQ8_0VNNI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, blk := range []int{256 << 10, 3 * cols / tile * q8Blk, PanelRows * cols / tile * q8Blk} {
+			for _, blk := range []int{256 << 10, 3 * cols / tile * q8Blk, PanelRows * cols / tile * q8Blk, 2 * PanelRows * cols / tile * q8Blk} {
 				rowBlockBytes = blk
 				for _, n := range ns {
 					if cols >= 768 && n > 9 && rows > 17 {
@@ -190,12 +198,12 @@ func TestMatQ8_0VNNI(t *testing.T) {
 					}
 					for _, s := range spans {
 						if s[0] < s[1] {
-							check("row-major", matQ8_0VNNI, w, s[0], s[1])
+							check("row-major", rowMajor, w, s[0], s[1])
 						}
 					}
 					if pw.Layout == PanelQ8_0 {
 						for _, s := range pspans {
-							check("panel", matQ8_0VNNIPanel, pw.Data, s[0], s[1])
+							check("panel", panel, pw.Data, s[0], s[1])
 						}
 					}
 				}
