@@ -161,37 +161,7 @@ func TestMatQ4_0AVX2(t *testing.T) {
 						continue
 					}
 					xq := q4MajorActs(r, n, cols, special)
-					spans := [][2]int{{0, rows}, {rows / 2, rows}, {1, max(1, rows-1)}}
-					pspans := [][2]int{{0, rows}}
-					if rows > 16 {
-						pspans = append(pspans, [2]int{16, rows}, [2]int{0, 16})
-					}
-					check := func(what string, k actKernel, data []byte, lo, hi int) {
-						t.Helper()
-						want := make([]float32, n*rows)
-						got := make([]float32, n*rows)
-						for i := range got {
-							got[i], want[i] = -7, -7 // guard: untouched outside [lo,hi)
-						}
-						canonQ4_0(want, w, xq, n, rows, cols, lo, hi)
-						k(got, data, xq, n, rows, cols, lo, hi)
-						for i := range want {
-							if !sameQ8Bits(want[i], got[i]) {
-								t.Fatalf("%s %d×%d n=%d rows [%d,%d) block %d: out[%d] (input %d row %d) = %v, want %v",
-									what, rows, cols, n, lo, hi, blk, i, i/rows, i%rows, got[i], want[i])
-							}
-						}
-					}
-					for _, s := range spans {
-						if s[0] < s[1] {
-							check("row-major", matQ4_0AVX2, w, s[0], s[1])
-						}
-					}
-					if pw.Layout == PanelQ4_0 {
-						for _, s := range pspans {
-							check("panel", matQ4_0AVX2Panel, pw.Data, s[0], s[1])
-						}
-					}
+					checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AVX2Panel, w, pw, PanelQ4_0, xq, n, rows, cols, blk)
 				}
 			}
 		}

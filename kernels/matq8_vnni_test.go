@@ -175,40 +175,50 @@ func checkQ8_0Kernels(t *testing.T, r *rand.Rand, rowMajor, panel actKernel) {
 						continue
 					}
 					xq := q8Acts(r, n, cols)
-					spans := [][2]int{{0, rows}, {rows / 2, rows}, {1, max(1, rows-1)}}
-					pspans := [][2]int{{0, rows}}
-					if rows > 16 {
-						pspans = append(pspans, [2]int{16, rows}, [2]int{0, 16})
-					}
-					check := func(what string, k actKernel, data []byte, lo, hi int) {
-						t.Helper()
-						want := make([]float32, n*rows)
-						got := make([]float32, n*rows)
-						for i := range got {
-							got[i], want[i] = -7, -7 // guard: untouched outside [lo,hi)
-						}
-						canonQ8_0(want, w, xq, n, rows, cols, lo, hi)
-						k(got, data, xq, n, rows, cols, lo, hi)
-						for i := range want {
-							if !sameQ8Bits(want[i], got[i]) {
-								t.Fatalf("%s %d×%d n=%d rows [%d,%d) block %d: out[%d] (input %d row %d) = %v, want %v",
-									what, rows, cols, n, lo, hi, blk, i, i/rows, i%rows, got[i], want[i])
-							}
-						}
-					}
-					for _, s := range spans {
-						if s[0] < s[1] {
-							check("row-major", rowMajor, w, s[0], s[1])
-						}
-					}
-					if pw.Layout == PanelQ8_0 {
-						for _, s := range pspans {
-							check("panel", panel, pw.Data, s[0], s[1])
-						}
-					}
+					checkSpans(t, canonQ8_0, rowMajor, panel, w, pw, PanelQ8_0, xq, n, rows, cols, blk)
 				}
 			}
 		}
+	}
+}
+
+// checkSpans holds rowMajor over the row-major weight w and, when pw is
+// in layout panel, panelK over pw to canon's bits on rows [lo,hi) for a
+// few spans (whole, upper half, all but the ends; for panels: whole, from
+// the second panel, the first panel alone), every output outside the span
+// left untouched.
+func checkSpans(t *testing.T, canon, rowMajor, panelK actKernel, w []byte, pw Weight, panel Layout, xq *actQ8, n, rows, cols, blk int) {
+	t.Helper()
+	check := func(what string, k actKernel, data []byte, lo, hi int) {
+		t.Helper()
+		want := make([]float32, n*rows)
+		got := make([]float32, n*rows)
+		for i := range got {
+			got[i], want[i] = -7, -7 // guard: untouched outside [lo,hi)
+		}
+		canon(want, w, xq, n, rows, cols, lo, hi)
+		k(got, data, xq, n, rows, cols, lo, hi)
+		for i := range want {
+			if !sameQ8Bits(want[i], got[i]) {
+				t.Fatalf("%s %d×%d n=%d rows [%d,%d) block %d: out[%d] (input %d row %d) = %v, want %v",
+					what, rows, cols, n, lo, hi, blk, i, i/rows, i%rows, got[i], want[i])
+			}
+		}
+	}
+	for _, s := range [][2]int{{0, rows}, {rows / 2, rows}, {1, max(1, rows-1)}} {
+		if s[0] < s[1] {
+			check("row-major", rowMajor, w, s[0], s[1])
+		}
+	}
+	if pw.Layout != panel {
+		return
+	}
+	pspans := [][2]int{{0, rows}}
+	if rows > 16 {
+		pspans = append(pspans, [2]int{16, rows}, [2]int{0, 16})
+	}
+	for _, s := range pspans {
+		check("panel", panelK, pw.Data, s[0], s[1])
 	}
 }
 
