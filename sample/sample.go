@@ -478,7 +478,13 @@ func (s *Sampler) Dist(logits []float32, history []int32, sc *Scratch) (Dist, er
 		sc.ids = append(sc.ids, t.ID)
 		sc.probs = append(sc.probs, float32(float64(t.V)/sum))
 	}
-	return Dist{IDs: sc.ids, Probs: sc.probs}, nil
+	// A subnormal weight can still round to probability 0 once divided by
+	// the sum; it could never be drawn, so it leaves the distribution too.
+	k := len(sc.probs)
+	for k > 1 && sc.probs[k-1] == 0 {
+		k--
+	}
+	return Dist{IDs: sc.ids[:k], Probs: sc.probs[:k]}, nil
 }
 
 // cutMinP keeps the prefix of the sorted candidates with weight ≥ minP·w_max.

@@ -652,6 +652,9 @@ func refDist(o Options, logits []float32, history []int32) Dist {
 		d.IDs = append(d.IDs, toks[i].ID)
 		d.Probs = append(d.Probs, float32(float64(w[i])/sum))
 	}
+	for len(d.Probs) > 1 && d.Probs[len(d.Probs)-1] == 0 {
+		d.IDs, d.Probs = d.IDs[:len(d.IDs)-1], d.Probs[:len(d.Probs)-1]
+	}
 	return d
 }
 
@@ -763,6 +766,9 @@ func FuzzDist(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 1, 1}, uint8(50), uint8(2), uint8(90), uint8(5), uint8(20))
 	f.Add([]byte{255, 0, 255, 128}, uint8(0), uint8(1), uint8(0), uint8(0), uint8(10))
 	f.Add([]byte{}, uint8(10), uint8(0), uint8(0), uint8(0), uint8(0))
+	// Two tied maxima and a third weight of one subnormal step (1.4e-45):
+	// halved by the sum, its probability rounds to 0 and must be left out.
+	f.Add([]byte{200, 200, 134}, uint8(4), uint8(0), uint8(0), uint8(0), uint8(0))
 	f.Fuzz(func(t *testing.T, raw []byte, temp, topK, topP, minP, pen uint8) {
 		logits := make([]float32, len(raw))
 		for i, b := range raw {
