@@ -83,6 +83,20 @@ func storePart8(v archsimd.Float32x8, s []float32) {
 // ---- F32 ----
 
 func matF32AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matF32Lanes(dst, w, x, n, rows, cols, lo, hi, dotF32x16, dot2x4F32x16, dot4F32x16)
+}
+
+func matF32AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
+	matF32Lanes(dst, w, x, n, rows, cols, lo, hi, dotF32x8, dot2x4F32x8, dot4F32x8)
+}
+
+// matF32Lanes is the F32 kernel over one lane width's dot products: dot,
+// dot2x4 (two rows by four inputs) and dot4 (four rows by one input), each
+// output the same chain whichever computes it.
+func matF32Lanes(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int,
+	dot func(a, b []float32) float32,
+	dot2x4 func(w0, w1, xs []float32) [8]float32,
+	dot4 func(w0, w1, w2, w3, x []float32) (s0, s1, s2, s3 float32)) {
 	wf, ok := f32View(w)
 	if !ok { // unaligned or empty: never the case for mmap'd GGUF data
 		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
@@ -100,7 +114,7 @@ func matF32AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi in
 				if r+1 < r1 {
 					w1 = wf[(r+1)*cols : (r+2)*cols]
 				}
-				s := dot2x4F32x16(w0, w1, xs)
+				s := dot2x4(w0, w1, xs)
 				for k := range 4 {
 					dst[(i+k)*rows+r] = s[k]
 					if r+1 < r1 {
@@ -115,12 +129,12 @@ func matF32AVX512(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi in
 			for ; r+group <= r1; r += group {
 				w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
 				w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
-				s0, s1, s2, s3 := dot4F32x16(w0, w1, w2, w3, xi)
+				s0, s1, s2, s3 := dot4(w0, w1, w2, w3, xi)
 				o := dst[i*rows+r : i*rows+r+group]
 				o[0], o[1], o[2], o[3] = s0, s1, s2, s3
 			}
 			for ; r < r1; r++ {
-				dst[i*rows+r] = dotF32x16(wf[r*cols:(r+1)*cols], xi)
+				dst[i*rows+r] = dot(wf[r*cols:(r+1)*cols], xi)
 			}
 		}
 	}
@@ -197,50 +211,6 @@ func dot4F32x16(w0, w1, w2, w3, x []float32) (s0, s1, s2, s3 float32) {
 		a3 = loadPart16(w3[j:]).MulAdd(xv, a3)
 	}
 	return hsum16(a0), hsum16(a1), hsum16(a2), hsum16(a3)
-}
-
-func matF32AVX2(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int) {
-	wf, ok := f32View(w)
-	if !ok { // unaligned or empty: never the case for mmap'd GGUF data
-		matF32Generic(dst, w, x, n, rows, cols, lo, hi)
-		return
-	}
-	step := max(group, rowBlock(4*cols)&^(group-1))
-	for r0 := lo; r0 < hi; r0 += step {
-		r1 := min(r0+step, hi)
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			xs := x[i*cols : (i+4)*cols]
-			for r := r0; r < r1; r += 2 {
-				w0 := wf[r*cols : (r+1)*cols]
-				w1 := w0 // a lone last row: the same chain twice
-				if r+1 < r1 {
-					w1 = wf[(r+1)*cols : (r+2)*cols]
-				}
-				s := dot2x4F32x8(w0, w1, xs)
-				for k := range 4 {
-					dst[(i+k)*rows+r] = s[k]
-					if r+1 < r1 {
-						dst[(i+k)*rows+r+1] = s[4+k]
-					}
-				}
-			}
-		}
-		for ; i < n; i++ {
-			xi := x[i*cols : (i+1)*cols]
-			r := r0
-			for ; r+group <= r1; r += group {
-				w0, w1 := wf[r*cols:(r+1)*cols], wf[(r+1)*cols:(r+2)*cols]
-				w2, w3 := wf[(r+2)*cols:(r+3)*cols], wf[(r+3)*cols:(r+4)*cols]
-				s0, s1, s2, s3 := dot4F32x8(w0, w1, w2, w3, xi)
-				o := dst[i*rows+r : i*rows+r+group]
-				o[0], o[1], o[2], o[3] = s0, s1, s2, s3
-			}
-			for ; r < r1; r++ {
-				dst[i*rows+r] = dotF32x8(wf[r*cols:(r+1)*cols], xi)
-			}
-		}
-	}
 }
 
 // dot2x4F32x8 is dotF32x8 of rows w0, w1 with the four inputs packed in xs
