@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
-	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -280,45 +277,13 @@ func TestQuantizeMixRunsInLlamaCpp(t *testing.T) {
 		if live == 0 {
 			t.Fatal("-update-kquant needs llama.cpp (bench/node_modules)")
 		}
-		note, _ := json.Marshal("llama.cpp (node-llama-cpp, bench/ids.mjs: F32 KV cache, no flash attention) greedy ids on sluice quantize --type q4_k_m / q6_k files of cmd/sluice/quantize_kmix_test.go; regenerate with go test ./cmd/sluice -run MixRuns -update-kquant")
-		pr, _ := json.Marshal(kqPrompt)
-		b := fmt.Appendf(nil, "{\n \"note\": %s,\n \"prompt\": %s,\n \"ids\": {\n", note, pr)
-		keys := slices.Sorted(maps.Keys(want))
-		for i, k := range keys {
-			v, _ := json.Marshal(want[k])
-			b = fmt.Appendf(b, "  %q: %s", k, v)
-			if i < len(keys)-1 {
-				b = append(b, ',')
-			}
-			b = append(b, '\n')
-		}
-		b = append(b, " }\n}\n"...)
-		if err := os.WriteFile(kqGolden, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteIDs(t, kqGolden, "llama.cpp (node-llama-cpp, bench/ids.mjs: F32 KV cache, no flash attention) greedy ids on sluice quantize --type q4_k_m / q6_k files of cmd/sluice/quantize_kmix_test.go; regenerate with go test ./cmd/sluice -run MixRuns -update-kquant", kqPrompt, want)
 	}
 }
 
 func readKQGolden(t *testing.T) map[string][]int32 {
 	t.Helper()
-	b, err := os.ReadFile(kqGolden)
-	if err != nil {
-		if *updateKQuant && os.IsNotExist(err) {
-			return map[string][]int32{}
-		}
-		t.Fatal(err)
-	}
-	var g struct {
-		Prompt []int32            `json:"prompt"`
-		IDs    map[string][]int32 `json:"ids"`
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", kqGolden, err)
-	}
-	if !slices.Equal(g.Prompt, kqPrompt) {
-		t.Fatalf("%s: prompt %v, the test's is %v", kqGolden, g.Prompt, kqPrompt)
-	}
-	return g.IDs
+	return testutil.ReadIDs(t, kqGolden, kqPrompt, *updateKQuant)
 }
 
 // kqNearTie is the largest logit gap, relative to 1+|best|, at which sluice

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,4 +199,56 @@ func LlamaCppIDs(t testing.TB, path string, prompt []int32, n int) ([]int32, err
 		t.Fatalf("ids.mjs gave %d ids, want %d", len(r.IDs), n)
 	}
 	return r.IDs, nil
+}
+
+// ReadIDs reads a golden file of llama.cpp's greedy ids (WriteIDs' format:
+// the prompt they continue and the ids per key) and checks its prompt is
+// prompt. A missing file is an empty golden when update is set (the run
+// will write one), else a failure.
+func ReadIDs(t testing.TB, path string, prompt []int32, update bool) map[string][]int32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if update && os.IsNotExist(err) {
+			return map[string][]int32{}
+		}
+		t.Fatal(err)
+	}
+	var g struct {
+		Prompt []int32            `json:"prompt"`
+		IDs    map[string][]int32 `json:"ids"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !slices.Equal(g.Prompt, prompt) {
+		t.Fatalf("%s: prompt %v, the test's is %v", path, g.Prompt, prompt)
+	}
+	return g.IDs
+}
+
+// WriteIDs writes ids as a golden file ReadIDs reads: a note saying where
+// they came from and how to regenerate them, the prompt, and one line per
+// key, keys sorted, so that a regeneration diffs line by line.
+func WriteIDs(t testing.TB, path, note string, prompt []int32, ids map[string][]int32) {
+	t.Helper()
+	nb, _ := json.Marshal(note)
+	pr, _ := json.Marshal(prompt)
+	b := fmt.Appendf(nil, "{\n \"note\": %s,\n \"prompt\": %s,\n \"ids\": {\n", nb, pr)
+	keys := slices.Sorted(maps.Keys(ids))
+	for i, k := range keys {
+		v, _ := json.Marshal(ids[k])
+		b = fmt.Appendf(b, "  %q: %s", k, v)
+		if i < len(keys)-1 {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+	}
+	b = append(b, " }\n}\n"...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

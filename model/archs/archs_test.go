@@ -2,10 +2,8 @@ package archs_test
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -359,24 +357,7 @@ func distinct(ids []int32) int {
 
 func readGolden(t *testing.T) map[string][]int32 {
 	t.Helper()
-	b, err := os.ReadFile(golden)
-	if err != nil {
-		if *update && os.IsNotExist(err) {
-			return map[string][]int32{}
-		}
-		t.Fatal(err)
-	}
-	var g struct {
-		Prompt []int32            `json:"prompt"`
-		IDs    map[string][]int32 `json:"ids"`
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", golden, err)
-	}
-	if !slices.Equal(g.Prompt, prompt) {
-		t.Fatalf("%s: prompt %v, the test's is %v", golden, g.Prompt, prompt)
-	}
-	return g.IDs
+	return testutil.ReadIDs(t, golden, prompt, *update)
 }
 
 // For every architecture, at F32 and Q8_0 (64 wide) and at F32 and Q4_K_M
@@ -496,25 +477,6 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 		if live == 0 {
 			t.Fatal("-update needs llama.cpp (bench/node_modules)")
 		}
-		// One line per file, keys sorted.
-		note, _ := json.Marshal("llama.cpp (node-llama-cpp, bench/ids.mjs: F32 KV cache, no flash attention) greedy ids on the synthetic files of model/archs/archs_test.go; regenerate with go test ./model/archs -update")
-		pr, _ := json.Marshal(prompt)
-		b := fmt.Appendf(nil, "{\n \"note\": %s,\n \"prompt\": %s,\n \"ids\": {\n", note, pr)
-		keys := slices.Sorted(maps.Keys(want))
-		for i, k := range keys {
-			v, _ := json.Marshal(want[k])
-			b = fmt.Appendf(b, "  %q: %s", k, v)
-			if i < len(keys)-1 {
-				b = append(b, ',')
-			}
-			b = append(b, '\n')
-		}
-		b = append(b, " }\n}"...)
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteIDs(t, golden, "llama.cpp (node-llama-cpp, bench/ids.mjs: F32 KV cache, no flash attention) greedy ids on the synthetic files of model/archs/archs_test.go; regenerate with go test ./model/archs -update", prompt, want)
 	}
 }
