@@ -152,15 +152,15 @@ func putAttnJob(j *attnJob) {
 }
 
 // AttentionScratch is the number of floats to give Attention in scratch:
-// attnScoreBufs scores per KV slot (reused for every row and head), so rows
-// does not change it. Attention needs only one score per slot (kv.Len
+// attnScoreBufs scores per KV slot (reused for every row and head) for each
+// of up to attnRowBlock rows. Attention needs only one score per slot (kv.Len
 // floats); with fewer than AttentionScratch the AVX2 kernel takes fewer
-// heads of a row per call (same result, slower). The slot count is rounded
+// rows or heads of a row per call (same result, slower). The slot count is rounded
 // up to a multiple of attnScratchSlots, so that a buffer grown to this size
 // (model.State.Scratch) is reallocated every attnScratchSlots tokens of a
 // decode, not at every step.
 func AttentionScratch(kv KV, rows int) int {
-	return attnScoreBufs * ((max(kv.Len, 0) + attnScratchSlots - 1) / attnScratchSlots * attnScratchSlots)
+	return attnScoreBufs * min(max(rows, 1), attnRowBlock) * ((max(kv.Len, 0) + attnScratchSlots - 1) / attnScratchSlots * attnScratchSlots)
 }
 
 // attnScratchSlots is AttentionScratch's rounding: at stories260K's 256
@@ -171,6 +171,11 @@ const attnScratchSlots = 256
 // attnScoreBufs is how many items' scores a kernel may hold at once: the
 // AVX2 kernel scores and weighs up to that many heads of a row per call.
 const attnScoreBufs = 16
+
+// attnRowBlock is the most query rows the AVX2 kernel takes through each KV
+// page together (attnRowBlockAVX2); AttentionScratch gives a call of that
+// many rows or more attnRowBlock times attnScoreBufs score buffers.
+const attnRowBlock = 8
 
 // AttentionPoolScratch is the number of floats AttentionPool needs in scratch
 // on p: AttentionScratch per thread (each thread scores its items alone).

@@ -68,6 +68,15 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 	}
 	for it := lo; it < hi; {
 		i, h0 := it/s.Heads, it%s.Heads
+		// Whole rows, several at a time when scratch holds their scores:
+		// each KV page then goes through all the block's rows while it is
+		// in cache, where one row at a time streamed the whole KV from
+		// memory for every row of a prefill.
+		if nr := min(room/s.Heads, (hi-it)/s.Heads, attnRowBlock); h0 == 0 && nr >= 2 {
+			attnRowBlockAVX2(dst, q, kp, vp, kv, mask, s, scratch, per, i, nr, stride, pf, dots, axpy)
+			it += nr * s.Heads
+			continue
+		}
 		nh := min(s.Heads-h0, hi-it, room)
 		qrow := q[it*d : (it+nh)*d]
 		out := dst[it*d : (it+nh)*d]
@@ -108,6 +117,87 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 			}
 		}
 		it += nh
+	}
+}
+
+// attnRowBlockAVX2 is attnRowsAVX2 for the nr whole rows i…i+nr−1 (all
+// heads), page-major: for each KV page, every row's runs of visible slots in
+// it (each row's in ascending order, as alone), so a page is read from
+// memory once for the block rather than once per row. Every item gets the
+// same calls over the same runs as attnRowsAVX2 gives it, in the same
+// order, so the same bits. Row r's head u scores at scratch[(r·Heads+u)·per:].
+func attnRowBlockAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mask *Mask, s AttnShape, scratch []float32, per, i, nr int, stride uintptr, pf int,
+	dots func(sc *float32, scstride uintptr, q *float32, k unsafe.Pointer, kstride uintptr, m, d, heads, group, phase, pf int, scale float32),
+	axpy func(out *float32, a *float32, astride uintptr, v unsafe.Pointer, vstride uintptr, m, d, heads, group, phase, pf int)) {
+	d, nh := s.HeadDim, s.Heads
+	group := nh / s.KVHeads
+	kvDim := s.KVHeads * d
+	pt := kv.PageTokens
+	scStride := uintptr(per) * 4
+	var rs [attnRowBlock]struct {
+		lo, hi, n int
+		tree      bool
+	}
+	plo, phi := kv.Len, 0 // the pages any row sees
+	for r := range nr {
+		x := &rs[r]
+		x.lo, x.hi, x.tree = visibleRange(kv, mask, i+r)
+		if x.lo < x.hi {
+			plo, phi = min(plo, x.lo/pt), max(phi, (x.hi-1)/pt+1)
+		}
+		clear(dst[(i+r)*nh*d : (i+r+1)*nh*d])
+	}
+	_ = scratch[(nr*nh-1)*per+per-1]
+	for _, values := range [2]bool{false, true} {
+		// The scores, page by page; a softmax per item; the values, page
+		// by page.
+		if values {
+			for r := range nr {
+				if n := rs[r].n; n > 0 {
+					for u := range nh {
+						b := (r*nh + u) * per
+						softmaxAsm(scratch[b : b+n])
+					}
+				}
+			}
+		}
+		var next, n [attnRowBlock]int
+		for r := range nr {
+			next[r] = rs[r].lo
+		}
+		for pg := plo; pg < phi; pg++ {
+			end := (pg + 1) * pt
+			for r := range nr {
+				for next[r] < min(end, rs[r].hi) {
+					j0, m := visibleRun(mask, rs[r].tree, i+r, next[r], rs[r].hi, pt)
+					if m == 0 {
+						next[r] = rs[r].hi
+						break
+					}
+					if j0 >= end { // the row's next run is in a later page
+						break
+					}
+					row := (j0 % pt) * kvDim
+					sc := &scratch[r*nh*per+n[r]]
+					if values {
+						page := vp[j0/pt]
+						_ = page[row+m*kvDim-1]
+						out := dst[(i+r)*nh*d : (i+r+1)*nh*d]
+						axpy(&out[0], sc, scStride, unsafe.Pointer(&page[row]), stride, m, d, nh, group, 0, pf)
+					} else {
+						page := kp[j0/pt]
+						_ = page[row+m*kvDim-1]
+						qrow := q[(i+r)*nh*d : (i+r+1)*nh*d]
+						dots(sc, scStride, &qrow[0], unsafe.Pointer(&page[row]), stride, m, d, nh, group, 0, pf, s.Scale)
+					}
+					n[r] += m
+					next[r] = j0 + m
+				}
+			}
+		}
+		for r := range nr {
+			rs[r].n = n[r]
+		}
 	}
 }
 

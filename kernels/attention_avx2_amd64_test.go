@@ -222,8 +222,9 @@ func TestAttnAxpyRowAVX2(t *testing.T) {
 }
 
 // TestAttentionAVX2HeadsPerCall checks that an item's output does not
-// depend on how many heads share its calls (scratch with room for one,
-// three or attnScoreBufs heads' scores) or on which items the call covers
+// depend on how many heads or rows share its calls (scratch with room for
+// one, three, attnScoreBufs or attnRowBlock rows of attnScoreBufs heads'
+// scores: the row blocks of attnRowBlockAVX2) or on which items the call covers
 // (ranges that split a row's heads, as a thread split does), over GQA
 // shapes, float32 and binary16 pages, pages that cut the slot runs,
 // causal, windowed, tree and empty masks, special values, and a guard
@@ -259,42 +260,48 @@ func TestAttentionAVX2HeadsPerCall(t *testing.T) {
 							kv.K, kv.V = append(kv.K, k), append(kv.V, v)
 						}
 					}
-					const rows = 3
-					slots := []int32{int32(max(n-3, 0)), int32(max(n-2, 0)), int32(n - 1)}
-					causal, window := &Mask{}, &Mask{}
-					CausalMask(causal, slots, 0)
-					CausalMask(window, slots, 4)
-					tree := &Mask{Lo: []int32{0, 0, 0}, Hi: []int32{int32(n), int32(n), int32(n)},
-						TreeBase: []int32{0, 0, 0}, Tree: make([][]uint64, rows)}
-					for i := range tree.Tree {
-						tree.Tree[i] = make([]uint64, (n+63)/64)
-						for j := range n {
-							if r.IntN(3) != 0 {
-								tree.Tree[i][j/64] |= 1 << (j % 64)
+					for _, rows := range []int{3, attnRowBlock + 3} {
+						slots := make([]int32, rows)
+						for i := range slots {
+							slots[i] = int32(max(n-rows+i, 0))
+						}
+						causal, window := &Mask{}, &Mask{}
+						CausalMask(causal, slots, 0)
+						CausalMask(window, slots, 4)
+						tree := &Mask{Lo: make([]int32, rows), Hi: make([]int32, rows),
+							TreeBase: make([]int32, rows), Tree: make([][]uint64, rows)}
+						empty := &Mask{Lo: make([]int32, rows), Hi: make([]int32, rows)}
+						for i := range tree.Tree {
+							tree.Hi[i] = int32(n)
+							empty.Lo[i], empty.Hi[i] = 1, 1
+							tree.Tree[i] = make([]uint64, (n+63)/64)
+							for j := range n {
+								if r.IntN(3) != 0 {
+									tree.Tree[i][j/64] |= 1 << (j % 64)
+								}
 							}
 						}
-					}
-					empty := &Mask{Lo: []int32{1, 1, 1}, Hi: []int32{1, 1, 1}}
-					s := AttnShape{Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.d, Scale: float32(1 / math.Sqrt(float64(sh.d)))}
-					items := rows * sh.heads
-					q := vec(items * sh.d)
-					for name, m := range map[string]*Mask{"nil": nil, "causal": causal, "window": window, "tree": tree, "empty": empty} {
-						for _, span := range [][2]int{{0, items}, {1, items - 2}, {3, 3 + sh.heads}} {
-							lo, hi := span[0], span[1]
-							what := fmt.Sprintf("h%d kv%d d%d n=%d page=%d f16=%v mask=%s items [%d,%d)", sh.heads, sh.kvHeads, sh.d, n, pt, f16, name, lo, hi)
-							want := make([]float32, items*sh.d)
-							attentionAVX2(want, q, kv, m, s, make([]float32, n), lo, hi)
-							for _, room := range []int{3, attnScoreBufs} {
-								got := make([]float32, items*sh.d+1)
-								got[items*sh.d] = 12345
-								attentionAVX2(got, q, kv, m, s, make([]float32, room*n), lo, hi)
-								for i, w := range want {
-									if math.Float32bits(got[i]) != math.Float32bits(w) && !(got[i] != got[i] && w != w) {
-										t.Fatalf("%s: out[%d] = %v with room for %d heads, %v one head at a time", what, i, got[i], room, w)
+						s := AttnShape{Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.d, Scale: float32(1 / math.Sqrt(float64(sh.d)))}
+						items := rows * sh.heads
+						q := vec(items * sh.d)
+						for name, m := range map[string]*Mask{"nil": nil, "causal": causal, "window": window, "tree": tree, "empty": empty} {
+							for _, span := range [][2]int{{0, items}, {1, items - 2}, {3, 3 + sh.heads}, {sh.heads, items}} {
+								lo, hi := span[0], span[1]
+								what := fmt.Sprintf("h%d kv%d d%d n=%d page=%d f16=%v rows=%d mask=%s items [%d,%d)", sh.heads, sh.kvHeads, sh.d, n, pt, f16, rows, name, lo, hi)
+								want := make([]float32, items*sh.d)
+								attentionAVX2(want, q, kv, m, s, make([]float32, n), lo, hi)
+								for _, room := range []int{3, attnScoreBufs, attnScoreBufs * attnRowBlock} {
+									got := make([]float32, items*sh.d+1)
+									got[items*sh.d] = 12345
+									attentionAVX2(got, q, kv, m, s, make([]float32, room*n), lo, hi)
+									for i, w := range want {
+										if math.Float32bits(got[i]) != math.Float32bits(w) && !(got[i] != got[i] && w != w) {
+											t.Fatalf("%s: out[%d] = %v with room for %d heads, %v one head at a time", what, i, got[i], room, w)
+										}
 									}
-								}
-								if got[items*sh.d] != 12345 {
-									t.Fatalf("%s: wrote past the output", what)
+									if got[items*sh.d] != 12345 {
+										t.Fatalf("%s: wrote past the output", what)
+									}
 								}
 							}
 						}

@@ -57,8 +57,10 @@
 //     call per run of visible slots, slot-major (each KV row read once,
 //     front to back: many sequences' KV comes from memory each step), with
 //     one assembly body for float32 and binary16 pages (the load widens or
-//     not); each item's operations are fixed by its shape and visible
-//     slots, not by how many heads or slots a call covers.
+//     not); a prompt chunk's rows go up to eight at a time through each
+//     KV page (attnRowBlockAVX2); each item's operations are fixed by its
+//     shape and visible slots, not by how many rows, heads or slots a call
+//     covers.
 //     RMSNorm and RoPE stay generic in the default build.
 //   - Q8_0 on the VNNI and AVX2 sets, and Q4_0 on the AVX2 set, have one
 //     float order for both weight layouts (matq8_vnni_amd64.go,
