@@ -34,6 +34,14 @@ package kernels
 
 // matQ4_0AVX2 computes output rows [lo,hi) of a row-major Q4_0 weight.
 func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4AVX2Panels)
+}
+
+// matQ4_0Rows is the row-major Q4_0 kernel of a set whose panel tiles
+// (the same bits as q4AVX2Panels) are panels: batches go through panels
+// made in scratch, the rest through q4AVX2Rows.
+func matQ4_0Rows(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
+	panels func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) {
 	nb := cols / tile
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -60,7 +68,7 @@ func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			for p := r0; p < r1; p += PanelRows {
 				panelizeQ4(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
 			}
-			q4AVX2Panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
+			panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
 		}
 		putPanelScratch(tmp)
 		lo = full

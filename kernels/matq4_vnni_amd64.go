@@ -2,7 +2,7 @@
 
 package kernels
 
-// matQ4_0VNNI is matQ4_0Fast with the integer dot product on AVX-512 VNNI
+// matQ4_0VNNIPairs is matQ4_0Fast with the integer dot product on AVX-512 VNNI
 // (VPDPBUSD, in matq4_vnni_amd64.s): archsimd on Go 1.26 does not expose
 // VPDPBUSD, so the inner loops are assembly. It needs AVX512F/BW/VL/VNNI
 // (and F16C, implied on every AVX-512 CPU).
@@ -34,7 +34,7 @@ package kernels
 //
 // The assembly trusts its pointers: this function checks every slice once,
 // against the full extent the kernels touch.
-func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+func matQ4_0VNNIPairs(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
 	nb := cols / tile
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -115,3 +115,59 @@ func q4VNNIRowsFar(w *byte, far, nr int, p *int8, c *int32, d *float32, npf, odd
 //
 //go:noescape
 func q4VNNIRows(w *byte, rb, nr int, p *int8, c *int32, d *float32, npf, odd int, dst *float32)
+
+// matQ4_0VNNIPanel computes output rows [lo,hi) of a PanelQ4_0 weight (lo
+// and hi on panel edges, or hi = rows) with VPDPBUSD on 512-bit vectors,
+// in the AVX2 set's one Q4_0 order (matq4_avx2_amd64.go, canonQ4_0): per
+// (row, block) the exact Σ(nibble−8)·x, then acc = fma(float32(dot),
+// dW·dX, acc) in block order. A panel group (16 rows × 4 bytes) masked
+// and shifted gives two vectors of 16 rows' unsigned nibbles, each
+// multiplied by an input's 4 values broadcast: 8 VPDPBUSD per block and
+// input for 16 rows, the nibbles unpacked once per block for a tile of
+// inputs, the block's −8·Σx (actQ8.sb/16) starting the integer sum. Tiles
+// of 8, 4 and 1 inputs as the Q8_0 panels (q8VNNIPanels); the rows after
+// the last panel go to the row-major kernel, which gives the same bits.
+func matQ4_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	matPanel(dst, w, xq, n, rows, cols, lo, hi, q4Blk, matQ4_0VNNI, q4VNNIPanels)
+}
+
+// matQ4_0VNNI computes output rows [lo,hi) of a row-major Q4_0 weight in
+// the same order: batches through panels made in scratch (matQ4_0Rows),
+// decode and the rows after the last panel through the AVX2 row kernel.
+func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4VNNIPanels)
+}
+
+// q4VNNIPanels computes output rows [r0, r0+16·np) from the np panels at
+// wp for every input: tiles of eight inputs, then four, then one at a time.
+func q4VNNIPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
+	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		k := xq.majorAt(i, 0, nb)
+		q4Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+	}
+	if i+4 <= n {
+		k := xq.majorAt(i, 0, nb)
+		q4Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		i += 4
+	}
+	for ; i < n; i++ {
+		k := xq.majorAt(i, 0, nb)
+		q4Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+	}
+}
+
+// q4Panel8, q4Panel4 and q4Panel1 write dst[k·rows+16p+j] = row 16p+j of
+// the np panels at w · input k, for the tile's 8, 4 or 1 inputs k, whose
+// block b is at xb+b·32n (inputs side by side; n is actQ8.gw, the inputs
+// of a group), sb and db at +b·4n.
+//
+//go:noescape
+func q4Panel8(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+
+//go:noescape
+func q4Panel4(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+
+//go:noescape
+func q4Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)

@@ -335,3 +335,179 @@ t3done:
 	VZEROUPPER
 	RET
 
+
+// ---- Panels (Layout PanelQ4_0), the canonical order ----
+//
+// See matq4_vnni_amd64.go (matQ4_0VNNIPanel). A block of a panel is 288
+// bytes at BX: 16 f16 scales, then byte groups 0–3 of the 16 rows (64
+// bytes each, row k at 4k). Group g masked is values 4g…4g+3 of the 16
+// rows, shifted by 4 and masked values 16+4g…16+4g+3, unsigned 0…15; one
+// VPDPBUSD multiplies each by the same 4 values of an input, broadcast.
+// The block's −8·Σx (actQ8.sb / 16) starts the integer sum, so it ends
+// as Σ(nibble−8)·x, exact: a lane is at most 32·15·127 + 8·32·127 in
+// magnitude. Per block:
+//	Z0–Z3   values 4g…4g+3 (g = 0…3) of the 16 rows
+//	Z4–Z7   values 16+4g…16+4g+3
+//	Z8      the 16 rows' scales as float32 (±Inf made NaN)
+//	Z30     0x0F in every byte
+//	Z31     NaN in every lane
+// and per input k of the tile: T (int32, 16 rows) = sb/16, one VPDPBUSD
+// per nibble vector, converted; A (the row sums) = fma(T, dW·dX, A).
+
+// Q4PBLOCK loads block BX's nibbles and scales.
+#define Q4PBLOCK \
+	VCVTPH2PS (BX), Z8; \
+	VFPCLASSPSZ $0x18, Z8, K1; \
+	VMOVAPS Z31, K1, Z8; \
+	VMOVDQU32 32(BX), Z4; \
+	VMOVDQU32 96(BX), Z5; \
+	VMOVDQU32 160(BX), Z6; \
+	VMOVDQU32 224(BX), Z7; \
+	VPANDD Z30, Z4, Z0; \
+	VPANDD Z30, Z5, Z1; \
+	VPANDD Z30, Z6, Z2; \
+	VPANDD Z30, Z7, Z3; \
+	VPSRLD $4, Z4, Z4; \
+	VPSRLD $4, Z5, Z5; \
+	VPSRLD $4, Z6, Z6; \
+	VPSRLD $4, Z7, Z7; \
+	VPANDD Z30, Z4, Z4; \
+	VPANDD Z30, Z5, Z5; \
+	VPANDD Z30, Z6, Z6; \
+	VPANDD Z30, Z7, Z7
+
+// Q4PIN is input k of a tile: its block at xo(R10), sb and db at so(R11),
+// so(R12); T the integer accumulator, U a temporary, A the row sums.
+#define Q4PIN(xo, so, T, U, A) \
+	VPSRAD.BCST $4, so(R11), T; \
+	VPDPBUSD.BCST xo+0(R10), Z0, T; \
+	VPDPBUSD.BCST xo+4(R10), Z1, T; \
+	VPDPBUSD.BCST xo+8(R10), Z2, T; \
+	VPDPBUSD.BCST xo+12(R10), Z3, T; \
+	VPDPBUSD.BCST xo+16(R10), Z4, T; \
+	VPDPBUSD.BCST xo+20(R10), Z5, T; \
+	VPDPBUSD.BCST xo+24(R10), Z6, T; \
+	VPDPBUSD.BCST xo+28(R10), Z7, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS.BCST so(R12), Z8, U; \
+	VFMADD231PS U, T, A
+
+// Q4PIN1 is Q4PIN for a lone input, the nibble vectors split over two
+// integer chains (T and U; integer sums are exact, so the split changes
+// no bit).
+#define Q4PIN1(T, U, A) \
+	VPSRAD.BCST $4, (R11), T; \
+	VPXORD U, U, U; \
+	VPDPBUSD.BCST 0(R10), Z0, T; \
+	VPDPBUSD.BCST 4(R10), Z1, U; \
+	VPDPBUSD.BCST 8(R10), Z2, T; \
+	VPDPBUSD.BCST 12(R10), Z3, U; \
+	VPDPBUSD.BCST 16(R10), Z4, T; \
+	VPDPBUSD.BCST 20(R10), Z5, U; \
+	VPDPBUSD.BCST 24(R10), Z6, T; \
+	VPDPBUSD.BCST 28(R10), Z7, U; \
+	VPADDD U, T, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS.BCST (R12), Z8, U; \
+	VFMADD231PS U, T, A
+
+// Q4PANEL defines name(dst *float32, rows int, w *byte, np, nb int, xb
+// *int8, sb *int32, db *float32, n int): np consecutive panels at w (nb
+// blocks each) against a tile of inputs whose block b is at xb+b·32n (the
+// tile's inputs side by side), sb and db at +b·4n; output (input k, panel
+// row j) at dst[k·rows + 16p + j]. ZERO zeroes the tile's sums, STEP runs
+// its inputs over block BX, STORE writes its sums. The prefetches run two
+// blocks ahead (five lines cover a 288-byte block, the next one's
+// overlapping).
+#define Q4PANEL(name, ZERO, STEP, STORE) \
+TEXT name(SB), NOSPLIT, $0-72; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ rows+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ w+16(FP), BX; \
+	MOVQ np+24(FP), R9; \
+	MOVQ n+64(FP), R14; \
+	SHLQ $2, R14; \
+	MOVQ R14, R13; \
+	SHLQ $3, R13; \
+	MOVL $0x7fc00000, AX; \
+	VPBROADCASTD AX, Z31; \
+	MOVL $0x0f0f0f0f, AX; \
+	VPBROADCASTD AX, Z30; \
+	TESTQ R9, R9; \
+	JZ done; \
+panel: \
+	MOVQ xb+40(FP), R10; \
+	MOVQ sb+48(FP), R11; \
+	MOVQ db+56(FP), R12; \
+	MOVQ nb+32(FP), DX; \
+	ZERO; \
+block: \
+	PREFETCHT0 576(BX); \
+	PREFETCHT0 640(BX); \
+	PREFETCHT0 704(BX); \
+	PREFETCHT0 768(BX); \
+	PREFETCHT0 832(BX); \
+	Q4PBLOCK; \
+	STEP; \
+	ADDQ $288, BX; \
+	ADDQ R13, R10; \
+	ADDQ R14, R11; \
+	ADDQ R14, R12; \
+	DECQ DX; \
+	JNZ block; \
+	STORE; \
+	ADDQ $64, DI; \
+	DECQ R9; \
+	JNZ panel; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// Sums: Z10–Z17; integer accumulators Z18–Z25; temporaries Z26–Z29.
+
+#define Q4ZERO8 \
+	VPXORD Z10, Z10, Z10; VMOVAPS Z10, Z11; VMOVAPS Z10, Z12; VMOVAPS Z10, Z13; \
+	VMOVAPS Z10, Z14; VMOVAPS Z10, Z15; VMOVAPS Z10, Z16; VMOVAPS Z10, Z17
+#define Q4STEP8 \
+	Q4PIN(0, 0, Z18, Z26, Z10); \
+	Q4PIN(32, 4, Z19, Z27, Z11); \
+	Q4PIN(64, 8, Z20, Z28, Z12); \
+	Q4PIN(96, 12, Z21, Z29, Z13); \
+	Q4PIN(128, 16, Z22, Z26, Z14); \
+	Q4PIN(160, 20, Z23, Z27, Z15); \
+	Q4PIN(192, 24, Z24, Z28, Z16); \
+	Q4PIN(224, 28, Z25, Z29, Z17)
+#define Q4STORE8 \
+	VMOVUPS Z10, (DI); \
+	VMOVUPS Z11, (DI)(R8*1); \
+	VMOVUPS Z12, (DI)(R8*2); \
+	LEAQ (DI)(R8*2), AX; \
+	VMOVUPS Z13, (AX)(R8*1); \
+	VMOVUPS Z14, (DI)(R8*4); \
+	LEAQ (DI)(R8*4), CX; \
+	VMOVUPS Z15, (CX)(R8*1); \
+	VMOVUPS Z16, (CX)(R8*2); \
+	LEAQ (CX)(R8*2), AX; \
+	VMOVUPS Z17, (AX)(R8*1)
+
+#define Q4ZERO4 VPXORD Z10, Z10, Z10; VMOVAPS Z10, Z11; VMOVAPS Z10, Z12; VMOVAPS Z10, Z13
+#define Q4STEP4 \
+	Q4PIN(0, 0, Z18, Z26, Z10); \
+	Q4PIN(32, 4, Z19, Z27, Z11); \
+	Q4PIN(64, 8, Z20, Z28, Z12); \
+	Q4PIN(96, 12, Z21, Z29, Z13)
+#define Q4STORE4 \
+	VMOVUPS Z10, (DI); \
+	VMOVUPS Z11, (DI)(R8*1); \
+	VMOVUPS Z12, (DI)(R8*2); \
+	LEAQ (DI)(R8*2), AX; \
+	VMOVUPS Z13, (AX)(R8*1)
+
+#define Q4ZERO1 VPXORD Z10, Z10, Z10
+#define Q4STEP1 Q4PIN1(Z18, Z19, Z10)
+#define Q4STORE1 VMOVUPS Z10, (DI)
+
+Q4PANEL(·q4Panel8, Q4ZERO8, Q4STEP8, Q4STORE8)
+Q4PANEL(·q4Panel4, Q4ZERO4, Q4STEP4, Q4STORE4)
+Q4PANEL(·q4Panel1, Q4ZERO1, Q4STEP1, Q4STORE1)
