@@ -15,7 +15,7 @@ import (
 
 // q4Scales are f16 block scales that stress the scale path: zeros, the
 // smallest and largest subnormals, the largest finite, ±Inf (NaN in
-// matQ4_0Fast, via quantScaleTable), quiet and signalling NaNs.
+// canonQ4_0 and the kernels, via quantScaleTable), quiet and signalling NaNs.
 var q4Scales = []uint16{
 	0x0000, 0x8000, // ±0
 	0x0001, 0x03ff, 0x8001, 0x83ff, // subnormals
@@ -210,9 +210,6 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 			b.Fatal(err)
 		}
 		major := q4MajorActs(r, c.n, c.cols, false)
-		q4Major = false // the VNNI kernel's pair layout
-		pairs := q4VNNIActs(r, c.n, c.cols, false)
-		q4Major = true
 		dst := make([]float32, c.n*c.rows)
 		type kern struct {
 			name string
@@ -222,8 +219,7 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 		}
 		ks := []kern{{"avx2", matQ4_0AVX2, w, major}, {"avx2-panel", matQ4_0AVX2Panel, pw.Data, major}}
 		if cpuVNNI {
-			ks = append(ks, kern{"vnni", matQ4_0VNNI, w, major}, kern{"vnni-panel", matQ4_0VNNIPanel, pw.Data, major},
-				kern{"vnni-pairs", matQ4_0VNNIPairs, w, pairs})
+			ks = append(ks, kern{"vnni", matQ4_0VNNI, w, major}, kern{"vnni-panel", matQ4_0VNNIPanel, pw.Data, major})
 		}
 		for _, k := range ks {
 			b.Run(fmt.Sprintf("%s/%dx%d/n=%d", k.name, c.rows, c.cols, c.n), func(b *testing.B) {
