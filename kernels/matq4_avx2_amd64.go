@@ -34,14 +34,20 @@ package kernels
 
 // matQ4_0AVX2 computes output rows [lo,hi) of a row-major Q4_0 weight.
 func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4AVX2Panels)
+	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4AVX2Panels, 2, q4AVX2Rows)
 }
 
+// q4RowsKernel is q4AVX2Rows' signature: k rows far bytes apart at a time
+// (k the kernel's stream count), for nrows starting rows.
+type q4RowsKernel func(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int, sc *float32)
+
 // matQ4_0Rows is the row-major Q4_0 kernel of a set whose panel tiles
-// (the same bits as q4AVX2Panels) are panels: batches go through panels
-// made in scratch, the rest through q4AVX2Rows.
+// (the same bits as q4AVX2Panels) are panels and whose row kernel far
+// takes k rows far apart at once (the same bits as q4AVX2Rows): batches
+// go through panels made in scratch, the rest through far, and the rows
+// it leaves through q4AVX2Rows one at a time.
 func matQ4_0Rows(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
-	panels func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) {
+	panels func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int), k int, far q4RowsKernel) {
 	nb := cols / tile
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -82,13 +88,13 @@ func matQ4_0Rows(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
 		for i := 0; i < n; i++ {
-			k := xq.majorAt(i, 0, nb)
-			h := farRows(r1-r0, 2, rb)
+			m := xq.majorAt(i, 0, nb)
+			h := farRows(r1-r0, k, rb)
 			if h > 0 {
-				q4AVX2Rows(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, h*rb, 4*h, sc)
+				far(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[m*tile], &xq.sb[m], &xq.db[m], xs, ss, nb, h*rb, 4*h, sc)
 			}
-			for r := r0 + 2*h; r < r1; r++ {
-				q4AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, 0, 0, sc)
+			for r := r0 + k*h; r < r1; r++ {
+				q4AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[m*tile], &xq.sb[m], &xq.db[m], xs, ss, nb, 0, 0, sc)
 			}
 		}
 	}

@@ -39,7 +39,7 @@ func matQ4_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi 
 
 // matQ4_0VNNI computes output rows [lo,hi) of a row-major Q4_0 weight.
 func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4VNNIPanels)
+	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4VNNIPanels, 4, q4VNNIRows4)
 }
 
 // q4VNNIPanels computes output rows [r0, r0+16·np) from the np panels at
@@ -75,3 +75,12 @@ func q4Panel4(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, 
 
 //go:noescape
 func q4Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+
+// q4VNNIRows4 writes dst[r] = row r of w · input and, dfar, 2·dfar and
+// 3·dfar bytes on, the same for the rows far, 2·far and 3·far bytes after
+// row r, for r in [0,nrows) (rows rb bytes apart, nb blocks each); the
+// input's block b at x+b·xs, its sb and db at +b·ss bytes; sc is
+// quantScaleTable.
+//
+//go:noescape
+func q4VNNIRows4(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int, sc *float32)

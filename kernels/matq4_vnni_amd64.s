@@ -181,3 +181,114 @@ done: \
 Q4PANEL(·q4Panel8, Q4ZERO8, Q4STEP8, Q4STORE8)
 Q4PANEL(·q4Panel4, Q4ZERO4, Q4STEP4, Q4STORE4)
 Q4PANEL(·q4Panel1, Q4ZERO1, Q4STEP1, Q4STORE1)
+
+// ---- Row-major weights ----
+
+// q4v4idx gathers dwords 0, 4, 8, 12 (each 128-bit lane's sum) into the
+// low four (VPERMD).
+DATA q4v4idx<>+0(SB)/4, $0
+DATA q4v4idx<>+4(SB)/4, $4
+DATA q4v4idx<>+8(SB)/4, $8
+DATA q4v4idx<>+12(SB)/4, $12
+DATA q4v4idx<>+16(SB)/8, $0
+DATA q4v4idx<>+24(SB)/8, $0
+DATA q4v4idx<>+32(SB)/8, $0
+DATA q4v4idx<>+40(SB)/8, $0
+DATA q4v4idx<>+48(SB)/8, $0
+DATA q4v4idx<>+56(SB)/8, $0
+GLOBL q4v4idx<>(SB), RODATA|NOPTR, $64
+
+// func q4VNNIRows4(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int, sc *float32)
+//
+// Rows r, r+h, r+2h and r+3h of w (each far bytes after the one before)
+// against one input for r in [0,nrows), stored at dst[r] and 1, 2 and 3
+// times dfar bytes after it: four weight streams in different pages. The
+// input's block b is at x+b·xs, its sb and db at +b·ss bytes. Per block,
+// the four rows' 16 bytes are the four 128-bit lanes of Z1 (row k in lane
+// k), masked into the low nibbles (values 0–15, Z1) and shifted and
+// masked into the high ones (16–31, Z2); two VPDPBUSD against the input's
+// values 0–15 (Z3) and 16–31 (Z4), broadcast to every lane, leave each
+// row's dot in its lane's four dwords, summed within the lane (two
+// shuffles), gathered into X6 (rows 0–3), plus sb/16, converted; one FMA
+// by the rows' scales (looked up in sc, quantScaleTable: f16 → float32,
+// ±Inf → NaN) times dX into X0.
+TEXT ·q4VNNIRows4(SB), NOSPLIT, $0-104
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ nrows+24(FP), R9
+	MOVQ far+80(FP), R14
+	MOVQ sc+96(FP), R15
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU32 q4v4idx<>(SB), Z29
+	TESTQ R9, R9
+	JZ q4v4done
+
+q4v4row:
+	MOVQ x+32(FP), R10
+	MOVQ sb+40(FP), R11
+	MOVQ db+48(FP), R12
+	MOVQ xs+56(FP), R13
+	MOVQ ss+64(FP), R8
+	MOVQ SI, BX
+	LEAQ (SI)(R14*1), CX
+	VPXORD X0, X0, X0
+	MOVQ nb+72(FP), DX
+
+q4v4block:
+	PREFETCHT0 512(BX)
+	PREFETCHT0 512(CX)
+	PREFETCHT0 512(BX)(R14*2)
+	PREFETCHT0 512(CX)(R14*2)
+	VMOVDQU 2(BX), X1
+	VINSERTI32X4 $1, 2(CX), Z1, Z1
+	VINSERTI32X4 $2, 2(BX)(R14*2), Z1, Z1
+	VINSERTI32X4 $3, 2(CX)(R14*2), Z1, Z1
+	VBROADCASTI32X4 (R10), Z3
+	VBROADCASTI32X4 16(R10), Z4
+	VPSRLW $4, Z1, Z2
+	VPANDD Z30, Z1, Z1
+	VPANDD Z30, Z2, Z2
+	VPXORD Z6, Z6, Z6
+	VPDPBUSD Z3, Z1, Z6
+	VPDPBUSD Z4, Z2, Z6
+	VPSHUFD $0x4E, Z6, Z7
+	VPADDD Z7, Z6, Z6
+	VPSHUFD $0xB1, Z6, Z7
+	VPADDD Z7, Z6, Z6
+	VPERMD Z6, Z29, Z6
+	VPSRAD.BCST $4, (R11), X7
+	VPADDD X7, X6, X6
+	VCVTDQ2PS X6, X6
+	MOVWLZX (BX), AX
+	VMOVSS (R15)(AX*4), X5
+	MOVWLZX (CX), AX
+	VINSERTPS $0x10, (R15)(AX*4), X5, X5
+	MOVWLZX (BX)(R14*2), AX
+	VINSERTPS $0x20, (R15)(AX*4), X5, X5
+	MOVWLZX (CX)(R14*2), AX
+	VINSERTPS $0x30, (R15)(AX*4), X5, X5
+	VMULPS.BCST (R12), X5, X5
+	VFMADD231PS X5, X6, X0
+	ADDQ $18, BX
+	ADDQ $18, CX
+	ADDQ R13, R10
+	ADDQ R8, R11
+	ADDQ R8, R12
+	DECQ DX
+	JNZ q4v4block
+
+	MOVQ dfar+88(FP), AX
+	VMOVSS X0, (DI)
+	VEXTRACTPS $1, X0, (DI)(AX*1)
+	VEXTRACTPS $2, X0, (DI)(AX*2)
+	LEAQ (DI)(AX*2), BX
+	VEXTRACTPS $3, X0, (BX)(AX*1)
+	ADDQ $4, DI
+	ADDQ rb+16(FP), SI
+	DECQ R9
+	JNZ q4v4row
+
+q4v4done:
+	VZEROUPPER
+	RET
