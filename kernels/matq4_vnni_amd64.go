@@ -27,9 +27,12 @@ package kernels
 // (matPanel, as the Q8_0 panels); decode walks the panels front to back.
 //
 // Row-major: batches (n ≥ 4, the mmap tier's prefill) copy each row block
-// into panels in scratch and run the same tiles (matQ4_0Rows); decode and
-// the Rows%16 rows after the last panel take the AVX2 row kernel
-// (q4AVX2Rows), whose bits are the same.
+// into panels in scratch and run the same tiles (matQ4_0Rows); decode
+// (and fewer than 4 inputs, and the Rows%16 rows after the last panel)
+// takes rows r, r+h, r+2h and r+3h together (four far-apart streams), the
+// four rows' 16-byte blocks as the lanes of one vector: two VPDPBUSD, the
+// lane sums gathered, one FMA for the four rows per block. The rows left
+// over take the AVX2 row kernel (q4AVX2Rows), whose bits are the same.
 
 // matQ4_0VNNIPanel computes output rows [lo,hi) of a PanelQ4_0 weight (lo
 // and hi on panel edges, or hi = rows).
