@@ -42,6 +42,11 @@ type actQ8 struct {
 	xb    []int8
 	sb    []int32
 	db    []float32
+	// s4 is sb/16 = −8·Σ in the same layout, for Q4_0 only (q4Major): the
+	// VNNI Q4_0 panels start their integer sums from it by a broadcast
+	// load, where a shift of sb would take a slot of the one port that
+	// runs VPDPBUSD.
+	s4 []int32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -90,6 +95,9 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 		}
 		a.sb = grow(a.sb, padded*cols/tile)
 		a.db = grow(a.db, padded*cols/tile)
+		if t == tensor.Q4_0 {
+			a.s4 = grow(a.s4, padded*cols/tile)
+		}
 	}
 }
 
@@ -101,7 +109,7 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
 	roundScalesF16(a.d[b0:b1])
 	if t == tensor.Q8_0 && q8Major || t == tensor.Q4_0 && q4Major {
-		a.major(bpr, lo, hi)
+		a.major(bpr, lo, hi, t == tensor.Q4_0)
 	}
 }
 
@@ -132,8 +140,9 @@ func (a *actQ8) majorAt(i, b, nb int) int {
 	return (i/a.gw)*nb*a.gw + b*a.gw + i%a.gw
 }
 
-// major fills xb, sb and db for input rows [lo,hi) (bpr blocks each).
-func (a *actQ8) major(bpr, lo, hi int) {
+// major fills xb, sb and db (and s4 when q4) for input rows [lo,hi) (bpr
+// blocks each).
+func (a *actQ8) major(bpr, lo, hi int, q4 bool) {
 	for i := lo; i < hi; i++ {
 		k := a.majorAt(i, 0, bpr)
 		for b := 0; b < bpr; b, k = b+1, k+a.gw {
@@ -142,6 +151,9 @@ func (a *actQ8) major(bpr, lo, hi int) {
 				copy(a.xb[k*tile:(k+1)*tile], src)
 			}
 			a.sb[k] = -128 * blockSum(src)
+			if q4 {
+				a.s4[k] = a.sb[k] / 16
+			}
 			a.db[k] = a.d[i*bpr+b]
 		}
 	}

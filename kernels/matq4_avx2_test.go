@@ -121,7 +121,7 @@ func q4MajorActs(r *rand.Rand, n, cols int, special bool) *actQ8 {
 	q4Major = true
 	xq := q4VNNIActs(r, n, cols, special)
 	xq.prepare(n, cols, tensor.Q4_0)
-	xq.major(cols/tile, 0, n)
+	xq.major(cols/tile, 0, n, true)
 	return xq
 }
 

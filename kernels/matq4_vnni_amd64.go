@@ -21,7 +21,7 @@ package kernels
 // unsigned nibbles (values 4g…4g+3 and 16+4g…16+4g+3), each multiplied by
 // the input's 4 values there, broadcast: 8 VPDPBUSD per block and input
 // for 16 rows, the nibbles unpacked once per block for a whole tile of
-// inputs, the block's −8·Σx (actQ8.sb/16) starting the integer sum, then
+// inputs, the block's −8·Σx (actQ8.s4) starting the integer sum, then
 // one convert, one multiply by the 16 scales and one FMA. Batches go by
 // tiles of 8, 4 and 1 inputs over a block of panels that stays in L2
 // (matPanel, as the Q8_0 panels); decode walks the panels front to back.
@@ -49,35 +49,36 @@ func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 // wp for every input: tiles of eight inputs, then four, then one at a time.
 func q4VNNIPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
 	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
+	s4 := xq.s4[:len(xq.sb)] // sb's extent, which matPanel checked
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		k := xq.majorAt(i, 0, nb)
-		q4Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		q4Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
 	}
 	if i+4 <= n {
 		k := xq.majorAt(i, 0, nb)
-		q4Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		q4Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
 		i += 4
 	}
 	for ; i < n; i++ {
 		k := xq.majorAt(i, 0, nb)
-		q4Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		q4Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
 	}
 }
 
 // q4Panel8, q4Panel4 and q4Panel1 write dst[k·rows+16p+j] = row 16p+j of
 // the np panels at w · input k, for the tile's 8, 4 or 1 inputs k, whose
 // block b is at xb+b·32n (inputs side by side; n is actQ8.gw, the inputs
-// of a group), sb and db at +b·4n.
+// of a group), s4 (actQ8.s4: −8·Σ of the block) and db at +b·4n.
 //
 //go:noescape
-func q4Panel8(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+func q4Panel8(dst *float32, rows int, w *byte, np, nb int, xb *int8, s4 *int32, db *float32, n int)
 
 //go:noescape
-func q4Panel4(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+func q4Panel4(dst *float32, rows int, w *byte, np, nb int, xb *int8, s4 *int32, db *float32, n int)
 
 //go:noescape
-func q4Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, sb *int32, db *float32, n int)
+func q4Panel1(dst *float32, rows int, w *byte, np, nb int, xb *int8, s4 *int32, db *float32, n int)
 
 // q4VNNIRows4 writes dst[r] = row r of w · input and, dfar, 2·dfar and
 // 3·dfar bytes on, the same for the rows far, 2·far and 3·far bytes after

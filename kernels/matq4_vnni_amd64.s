@@ -12,16 +12,16 @@
 // 0–3 of the 16 rows (64 bytes each, row k at 4k). Group g masked is
 // values 4g…4g+3 of the 16 rows, shifted by 4 and masked values
 // 16+4g…16+4g+3, unsigned 0…15; one VPDPBUSD multiplies each by the same
-// 4 values of an input, broadcast. The block's −8·Σx (actQ8.sb / 16,
-// VPSRAD of the broadcast sb: exact, sb = −128·Σx) starts the integer
-// sum, so it ends as Σ(nibble−8)·x, exact: no lane passes
-// 32·15·127 + 8·32·127 in magnitude. Per block:
+// 4 values of an input, broadcast. The block's −8·Σx (actQ8.s4, loaded
+// broadcast: a shift of sb here would take a slot on the port VPDPBUSD
+// needs) starts the integer sum, so it ends as Σ(nibble−8)·x, exact: no
+// lane passes 32·15·127 + 8·32·127 in magnitude. Per block:
 //	Z0–Z3   values 4g…4g+3 (g = 0…3) of the 16 rows
 //	Z4–Z7   values 16+4g…16+4g+3
 //	Z8      the 16 rows' scales as float32 (±Inf made NaN)
 //	Z30     0x0F in every byte
 //	Z31     NaN in every lane
-// and per input k of the tile: T (int32, 16 rows) = sb/16, one VPDPBUSD
+// and per input k of the tile: T (int32, 16 rows) = s4, one VPDPBUSD
 // per nibble vector, converted; A (the row sums) = fma(T, dW·dX, A).
 
 // Q4PBLOCK loads block BX's nibbles and scales.
@@ -46,10 +46,10 @@
 	VPANDD Z30, Z6, Z6; \
 	VPANDD Z30, Z7, Z7
 
-// Q4PIN is input k of a tile: its block at xo(R10), sb and db at so(R11),
+// Q4PIN is input k of a tile: its block at xo(R10), s4 and db at so(R11),
 // so(R12); T the integer accumulator, U a temporary, A the row sums.
 #define Q4PIN(xo, so, T, U, A) \
-	VPSRAD.BCST $4, so(R11), T; \
+	VPBROADCASTD so(R11), T; \
 	VPDPBUSD.BCST xo+0(R10), Z0, T; \
 	VPDPBUSD.BCST xo+4(R10), Z1, T; \
 	VPDPBUSD.BCST xo+8(R10), Z2, T; \
@@ -66,7 +66,7 @@
 // integer chains (T and U; integer sums are exact, so the split changes
 // no bit).
 #define Q4PIN1(T, U, A) \
-	VPSRAD.BCST $4, (R11), T; \
+	VPBROADCASTD (R11), T; \
 	VPXORD U, U, U; \
 	VPDPBUSD.BCST 0(R10), Z0, T; \
 	VPDPBUSD.BCST 4(R10), Z1, U; \
@@ -82,9 +82,9 @@
 	VFMADD231PS U, T, A
 
 // Q4PANEL defines name(dst *float32, rows int, w *byte, np, nb int, xb
-// *int8, sb *int32, db *float32, n int): np consecutive panels at w (nb
+// *int8, s4 *int32, db *float32, n int): np consecutive panels at w (nb
 // blocks each) against a tile of inputs whose block b is at xb+b·32n (the
-// tile's inputs side by side), sb and db at +b·4n; output (input k, panel
+// tile's inputs side by side), s4 and db at +b·4n; output (input k, panel
 // row j) at dst[k·rows + 16p + j]. ZERO zeroes the tile's sums, STEP runs
 // its inputs over block BX, STORE writes its sums. The prefetches run two
 // blocks ahead (five lines cover a 288-byte block, the next one's
@@ -108,7 +108,7 @@ TEXT name(SB), NOSPLIT, $0-72; \
 	JZ done; \
 panel: \
 	MOVQ xb+40(FP), R10; \
-	MOVQ sb+48(FP), R11; \
+	MOVQ s4+48(FP), R11; \
 	MOVQ db+56(FP), R12; \
 	MOVQ nb+32(FP), DX; \
 	ZERO; \
