@@ -16,8 +16,8 @@ package kernels
 // integer dot takes the nibbles unsigned into VPMADDUBSW against the
 // signed activations and adds the block's −8·Σx once (from actQ8.sb, the
 // inputs in q4Major's block-major layout): exact, so its grouping is free.
-// (This is not the VNNI set's Q4_0 order, which pairs blocks in lanes; the
-// two sets agree within ref's tolerance, not bit for bit.)
+// The VNNI set's Q4_0 kernels (matq4_vnni_amd64.go) keep this order, so
+// the two sets give the same bits.
 //
 // Panels (PanelQ4_0): a 32-byte half of a panel group is 8 rows' 4 bytes;
 // its low and high nibbles against the input's 4 values at 4g and 16+4g

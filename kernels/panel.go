@@ -38,7 +38,8 @@ const (
 	//
 	// so one 32-byte load is 8 rows' byte group, whose masked low and
 	// shifted high nibbles VPMADDUBSW multiplies by a broadcast 4-value
-	// group of an input. The Rows%16 rows after the last whole panel stay
+	// group of an input (and one 64-byte load 16 rows', for VPDPBUSD on
+	// the VNNI set). The Rows%16 rows after the last whole panel stay
 	// row-major.
 	PanelQ4_0
 )
