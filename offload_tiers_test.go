@@ -156,7 +156,7 @@ func TestTiersBitIdentical(t *testing.T) {
 	}
 	t.Run("synthetic", func(t *testing.T) { check(t, model.LoadOptions{Path: sixLayers(t)}) })
 	// Q4_0: panels under the ram tier where the kernel set has a Q4_0 panel
-	// kernel (avx2, avx512 without VNNI), row-major under mmap.
+	// kernel (every amd64 fast set), row-major under mmap.
 	t.Run("synthetic-q4_0", func(t *testing.T) { check(t, model.LoadOptions{Path: sixLayers(t, tensor.Q4_0)}) })
 	t.Run("stories260K", func(t *testing.T) {
 		dir := testutil.Models(t)

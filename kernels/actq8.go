@@ -27,26 +27,14 @@ type actQ8 struct {
 	q []int8    // n*cols quantized values, row-major like x
 	d []float32 // n*cols/32 block scales
 
-	// p, c and d4 serve the fast Q4_0 kernel, which works on pairs of blocks
-	// (b, b+1), b even, with the nibbles unsigned (stored +8) and the
-	// integer dot in 8 int32 lanes: lanes 0–3 from block b, 4–7 from b+1,
-	// lane k of a block covering its values 4k..4k+3 and 16+4k..16+4k+3.
-	// Per input row they hold npair = ⌈nb/2⌉ pairs, an odd last block paired
-	// with an empty one (zeros):
-	//   p: 64 bytes per pair: values 0–15 of b, of b+1, values 16–31 of b, of b+1
-	//   c: 8 per pair, 8·Σ of each lane's q (the +8 offset to subtract)
-	//   d4: 8 per pair, each lane's block scale
-	p  []int8
-	c  []int32
-	d4 []float32
-
-	// xb, sb and db serve the VNNI and AVX2 Q8_0 kernels and the AVX2
-	// Q4_0 ones (q8Major, q4Major set by the selector): the inputs in groups of gw = min(n, 8), each group's
-	// blocks in block-major order, input i's block b at index
+	// xb, sb and db serve the amd64 Q8_0 and Q4_0 kernels (q8Major,
+	// q4Major set by the selector; the arm64 ones read q and d): the
+	// inputs in groups of gw = min(n, 8), each group's blocks in
+	// block-major order, input i's block b at index
 	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
 	// when n > 1; with one input q is already in this order), sb −128·Σ of
-	// them (what the VNNI kernels' unsigned w+128 adds, to subtract; the
-	// AVX2 Q4_0 kernels take sb/16 = −8·Σ for the nibbles' +8) and db its
+	// them (what the VNNI Q8_0 kernels' unsigned w+128 adds, to subtract;
+	// the Q4_0 kernels take sb/16 = −8·Σ for the nibbles' +8) and db its
 	// scale. A tile of up to 8 inputs then finds its blocks side by side
 	// and walks one sequential stream (a stride of n blocks put every
 	// block of a 128-input call in the same L1 sets). See matQ8_0VNNI.
@@ -54,6 +42,11 @@ type actQ8 struct {
 	xb    []int8
 	sb    []int32
 	db    []float32
+	// s4 is sb/16 = −8·Σ in the same layout, for Q4_0 only (q4Major): the
+	// VNNI Q4_0 panels start their integer sums from it by a broadcast
+	// load, where a shift of sb would take a slot of the one port that
+	// runs VPDPBUSD.
+	s4 []int32
 }
 
 // actFree is a small free list serving MatMul calls made with a nil *Pool: a
@@ -81,40 +74,30 @@ func putAct(a *actQ8) {
 }
 
 // quantize fills a from x: (n, cols) row-major, cols a multiple of 32: q and
-// d always, then the layout the kernels of weight type t read (p, c, d4 for
-// Q4_0, or xb, sb, db when q4Major; xb, sb, db for Q8_0 when q8Major). Building both cost a 15m prefill a tenth of its
-// time.
+// d always, then xb, sb and db when the kernels of weight type t read them
+// (q8Major for Q8_0, q4Major for Q4_0).
 func (a *actQ8) quantize(x []float32, n, cols int, t tensor.DType) {
 	a.prepare(n, cols, t)
 	a.rows(x, cols, t, 0, n)
 }
 
-// prepare sizes a for n rows of cols values for weight type t (and zeroes
-// what rows does not write), so that rows may then run on disjoint row
-// ranges concurrently.
+// prepare sizes a for n rows of cols values for weight type t, so that
+// rows may then run on disjoint row ranges concurrently.
 func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	nb := n * cols / tile
 	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, nb)
-	switch {
-	case t == tensor.Q8_0 && q8Major, t == tensor.Q4_0 && q4Major:
-		{
-			a.n, a.gw = n, min(n, 8)
-			padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
-			if n > 1 {
-				a.xb = grow(a.xb, padded*cols)
-			}
-			a.sb = grow(a.sb, padded*cols/tile)
-			a.db = grow(a.db, padded*cols/tile)
+	if t == tensor.Q8_0 && q8Major || t == tensor.Q4_0 && q4Major {
+		a.n, a.gw = n, min(n, 8)
+		padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
+		if n > 1 {
+			a.xb = grow(a.xb, padded*cols)
 		}
-	case t == tensor.Q4_0:
-		np := n * ((cols/tile + 1) / 2) // pairs in all rows
-		a.p = grow(a.p, 2*tile*np)
-		a.c = grow(a.c, 8*np)
-		a.d4 = grow(a.d4, 8*np)
-		clear(a.p) // the empty halves of odd last blocks
-		clear(a.c)
-		clear(a.d4)
+		a.sb = grow(a.sb, padded*cols/tile)
+		a.db = grow(a.db, padded*cols/tile)
+		if t == tensor.Q4_0 {
+			a.s4 = grow(a.s4, padded*cols/tile)
+		}
 	}
 }
 
@@ -125,11 +108,8 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 	b0, b1 := lo*bpr, hi*bpr
 	quantizeBlocksImpl(a.q[b0*tile:b1*tile], a.d[b0:b1], x[b0*tile:b1*tile])
 	roundScalesF16(a.d[b0:b1])
-	switch {
-	case t == tensor.Q8_0 && q8Major, t == tensor.Q4_0 && q4Major:
-		a.major(bpr, lo, hi)
-	case t == tensor.Q4_0:
-		pairsImpl(a, cols, b0, b1)
+	if t == tensor.Q8_0 && q8Major || t == tensor.Q4_0 && q4Major {
+		a.major(bpr, lo, hi, t == tensor.Q4_0)
 	}
 }
 
@@ -151,13 +131,8 @@ func roundScalesF16(d []float32) {
 }
 
 // q8Major and q4Major are set by the selector when the Q8_0 (Q4_0)
-// kernels read actQ8's block-major fields (xb, sb, db) rather than q and d
-// (p, c and d4 for Q4_0).
+// kernels read actQ8's block-major fields (xb, sb, db) rather than q and d.
 var q8Major, q4Major = false, false
-
-// pairsImpl is (*actQ8).pairs or a vector version writing the same values
-// (set from an init() in actq8_simd_amd64.go).
-var pairsImpl = (*actQ8).pairs
 
 // majorAt is the index of input i's block b in xb, sb and db (nb blocks
 // per input).
@@ -165,8 +140,9 @@ func (a *actQ8) majorAt(i, b, nb int) int {
 	return (i/a.gw)*nb*a.gw + b*a.gw + i%a.gw
 }
 
-// major fills xb, sb and db for input rows [lo,hi) (bpr blocks each).
-func (a *actQ8) major(bpr, lo, hi int) {
+// major fills xb, sb and db (and s4 when q4) for input rows [lo,hi) (bpr
+// blocks each).
+func (a *actQ8) major(bpr, lo, hi int, q4 bool) {
 	for i := lo; i < hi; i++ {
 		k := a.majorAt(i, 0, bpr)
 		for b := 0; b < bpr; b, k = b+1, k+a.gw {
@@ -175,6 +151,9 @@ func (a *actQ8) major(bpr, lo, hi int) {
 				copy(a.xb[k*tile:(k+1)*tile], src)
 			}
 			a.sb[k] = -128 * blockSum(src)
+			if q4 {
+				a.s4[k] = a.sb[k] / 16
+			}
 			a.db[k] = a.d[i*bpr+b]
 		}
 	}
@@ -201,27 +180,6 @@ func (a *actQ8) blocks() []int8 {
 		return a.q
 	}
 	return a.xb
-}
-
-// pairs fills p, c and d4 for blocks [b0,b1) (whole rows) from q and d.
-func (a *actQ8) pairs(cols, b0, b1 int) {
-	rowPairs := (cols/tile + 1) / 2
-	for b := b0; b < b1; b++ {
-		q, d := a.q[b*tile:(b+1)*tile], a.d[b]
-		// Block b is block rb of its row, half h of pair pr.
-		row, rb := b/(cols/tile), b%(cols/tile)
-		pr, h := row*rowPairs+rb/2, rb%2
-		copy(a.p[pr*2*tile+h*tile/2:], q[:tile/2])
-		copy(a.p[pr*2*tile+tile+h*tile/2:], q[tile/2:])
-		for k := range 4 {
-			var s int32
-			for j := 4 * k; j < 4*k+4; j++ {
-				s += int32(q[j]) + int32(q[j+tile/2])
-			}
-			a.c[8*pr+4*h+k] = 8 * s
-			a.d4[8*pr+4*h+k] = d
-		}
-	}
 }
 
 // quantizeBlockImpl is quantizeBlockQ8 or a vector version giving the same

@@ -10,40 +10,11 @@ import (
 
 func init() {
 	addSelector(func(c isaLevel) {
-		quantizeBlockImpl, pairsImpl = quantizeBlockQ8, (*actQ8).pairs
+		quantizeBlockImpl = quantizeBlockQ8
 		if c >= isaAVX512 && archsimd.X86.AVX512() {
 			quantizeBlockImpl = quantizeBlockQ8AVX512
 		}
-		if c >= isaAVX2 && archsimd.X86.AVX2() {
-			pairsImpl, archsimdRows = pairsAVX2, true
-		}
 	})
-}
-
-// lane4 is the 8 int32 sums of each 4 consecutive values of a 32-value block
-// (exact: VPMADDUBSW of ones by q, then VPMADDWD by ones).
-func lane4(q []int8) archsimd.Int32x8 {
-	return archsimd.BroadcastUint8x32(1).DotProductPairsSaturated(archsimd.LoadInt8x32Slice(q[:tile])).
-		DotProductPairs(archsimd.BroadcastInt16x16(1))
-}
-
-// pairsAVX2 is (*actQ8).pairs with vector lane sums and copies.
-func pairsAVX2(a *actQ8, cols, b0, b1 int) {
-	bpr := cols / tile
-	rowPairs := (bpr + 1) / 2
-	for b := b0; b < b1; b++ {
-		q := a.q[b*tile : (b+1)*tile]
-		row, rb := b/bpr, b%bpr
-		pr, h := row*rowPairs+rb/2, rb%2
-		v := archsimd.LoadInt8x32Slice(q)
-		o := pr*2*tile + h*tile/2
-		v.GetLo().StoreSlice(a.p[o : o+tile/2])
-		v.GetHi().StoreSlice(a.p[o+tile : o+tile+tile/2])
-		l := lane4(q)
-		o = 8*pr + 4*h
-		l.GetLo().Add(l.GetHi()).ShiftAllLeft(3).StoreSlice(a.c[o : o+4])
-		archsimd.BroadcastFloat32x4(a.d[b]).StoreSlice(a.d4[o : o+4])
-	}
 }
 
 // quantizeBlockQ8AVX512 is quantizeBlockQ8 in 512-bit lanes, with the same

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"simd/archsimd"
-
-	"github.com/sluicehq/sluice/tensor"
 )
 
 // TestQuantizeBlockQ8AVX512 checks the vector quantizer gives exactly the
@@ -42,40 +40,6 @@ func TestQuantizeBlockQ8AVX512(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("block %d %v: q mismatch (-scalar +vector):\n%s", k, x, diff)
-		}
-	}
-}
-
-// TestLanesPairsAVX2 checks the vector layouts equal the scalar ones for
-// every row count and an odd block count (the empty half of a last pair).
-func TestLanesPairsAVX2(t *testing.T) {
-	if !archsimd.X86.AVX2() {
-		t.Skip("CPU lacks AVX2")
-	}
-	r := rand.New(rand.NewPCG(3, 9))
-	for _, cols := range []int{32, 96, 288, 768} {
-		for _, n := range []int{1, 2, 5} {
-			x := make([]float32, n*cols)
-			for j := range x {
-				x[j] = float32(r.NormFloat64())
-				if r.IntN(40) == 0 {
-					x[j] *= 1e4 // saturate some blocks at ±127
-				}
-			}
-			for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
-				var want, got actQ8
-				want.prepare(n, cols, dt)
-				got.prepare(n, cols, dt)
-				old := pairsImpl
-				pairsImpl = (*actQ8).pairs
-				want.rows(x, cols, dt, 0, n)
-				pairsImpl = pairsAVX2
-				got.rows(x, cols, dt, 0, n)
-				pairsImpl = old
-				if diff := cmp.Diff(want, got, cmp.AllowUnexported(actQ8{})); diff != "" {
-					t.Fatalf("%v cols %d n %d (-scalar +vector):\n%s", dt, cols, n, diff)
-				}
-			}
 		}
 	}
 }

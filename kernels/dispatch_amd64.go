@@ -13,7 +13,7 @@ import (
 //
 //	AVX-512 F/BW/VL/DQ + FMA + F16C   F32/F16/BF16: 4×C tiles, 8-row decode
 //	  + VNNI                          Q8_0/Q4_0: VPDPBUSD          "avx512-vnni"
-//	                                  (Q8_0 also over PanelQ8_0 panels)
+//	                                  (also over PanelQ8_0/PanelQ4_0)
 //	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
 //	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
 //	                                  (Q8_0/Q4_0 also over PanelQ8_0/PanelQ4_0)
@@ -46,7 +46,7 @@ func selectMatrix(c isaLevel) {
 		implName, level = "avx512", isaAVX512
 		if cpuVNNI {
 			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
-			matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major = matQ8_0VNNIPanel, nil, true, false
+			matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major = matQ8_0VNNIPanel, matQ4_0VNNIPanel, true, true
 			implName = "avx512-vnni"
 		}
 	case c >= isaAVX2 && cpuAVX2:

@@ -36,7 +36,7 @@ func selectNEON(c isaLevel) {
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
 	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = nil, nil, nil
 	quantizeBlocksImpl = quantizeBlocks
-	pairsImpl, q8Major = (*actQ8).pairs, false
+	q8Major = false
 	attentionImpl, attentionF16Impl = attentionGeneric, attentionGeneric
 	implName, level = "generic", isaGeneric
 	if c < isaNEON || !cpuNEON {
@@ -46,8 +46,6 @@ func selectNEON(c isaLevel) {
 	matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0NEON, matQ4_0NEON
 	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = matQ4_KNEON, matQ5_KNEON, matQ6_KNEON
 	quantizeBlocksImpl = quantizeBlocksNEON
-	// The NEON kernels read only actQ8's q and d: skip the amd64 layouts.
-	pairsImpl = func(*actQ8, int, int, int) {}
 	attentionImpl, attentionF16Impl = attentionNEON, attentionF16NEON
 	implName, level = "neon", isaNEON
 	if c >= isaDotProd && cpuDotProd {

@@ -62,27 +62,26 @@
 //     shape and visible slots, not by how many rows, heads or slots a call
 //     covers.
 //     RMSNorm and RoPE stay generic in the default build.
-//   - Q8_0 on the VNNI and AVX2 sets, and Q4_0 on the AVX2 set, have one
-//     float order for both weight layouts (matq8_vnni_amd64.go,
-//     matq8_avx2_amd64.go, matq4_avx2_amd64.go): per (row, block) the exact
-//     integer dot, then acc = fma(float32(dot), dW·dX, acc) in block order.
-//     The AVX2 (and AVX-512 without VNNI) and VNNI sets thus give Q8_0 the
-//     same bits; the VNNI set's Q4_0 keeps its chain over pairs of blocks,
-//     within ref's tolerance of the AVX2 one. The AVX2 integer dot needs no
-//     VNNI (VPMADDUBSW, VPMADDWD, as ggml's AVX2 code), so an AVX2-only
-//     CPU runs it. A Weight in Layout PanelQ8_0 or PanelQ4_0 (Repack, done
-//     in place by a store on bytes it owns; Q4_0 only where the installed
-//     set has its panel kernel) therefore gives the row-major weight's
-//     bits; the sets without a panel kernel honour the layout by copying
-//     panels back to rows, and the AVX2 row-major kernels run batches
-//     through panels they make in scratch.
+//   - Q8_0 and Q4_0 on the VNNI and AVX2 sets have one float order for
+//     both weight layouts (matq8_vnni_amd64.go, matq8_avx2_amd64.go,
+//     matq4_vnni_amd64.go, matq4_avx2_amd64.go): per (row, block) the
+//     exact integer dot, then acc = fma(float32(dot), dW·dX, acc) in block
+//     order. The AVX2 (and AVX-512 without VNNI) and VNNI sets thus give
+//     Q8_0 the same bits, and Q4_0 the same bits. The AVX2 integer dot
+//     needs no VNNI (VPMADDUBSW, VPMADDWD, as ggml's AVX2 code), so an
+//     AVX2-only CPU runs it. A Weight in Layout PanelQ8_0 or PanelQ4_0
+//     (Repack, done in place by a store on bytes it owns; Q4_0 only where
+//     the installed set has its panel kernel) therefore gives the
+//     row-major weight's bits; the sets without a panel kernel honour the
+//     layout by copying panels back to rows, and the row-major kernels run
+//     batches through panels they make in scratch.
 //   - The archsimd code (*_simd_amd64.go, GOEXPERIMENT=simd only) stays, as
 //     an oracle and an opt-in, not as a dispatch target for the matrix
 //     products: the assembly tests compare the AVX-512 and AVX2 float
-//     kernels and the VNNI Q4_0 kernel against the archsimd ones bit for
-//     bit (a stronger check than ref's tolerance, and the reason to keep
-//     it; the Q8_0 kernels and the AVX2 Q4_0 ones follow their own order,
-//     checked bit for bit against its plain Go form); its row-wise kernels
+//     kernels against the archsimd ones bit for bit (a stronger check than
+//     ref's tolerance, and the reason to keep it; the Q8_0 and Q4_0
+//     kernels follow their own order, checked bit for bit against its
+//     plain Go form); its row-wise kernels
 //     (attention with its AVX-512 tiles, softmax, SwiGLU, activation
 //     quantization) are installed in that build only, and Impl then ends
 //     in "+archsimd". Nothing fast needs the experiment any more; the

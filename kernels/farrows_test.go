@@ -29,7 +29,8 @@ func TestFarRows(t *testing.T) {
 
 // TestDecodeFarRowsBits: decode (n = 1) shapes where the far-row distance
 // is moved off a 4 KiB multiple (so some rows go to the leftover kernels)
-// give the archsimd kernels' bits (for VNNI Q8_0, canonQ8_0's).
+// give the archsimd kernels' bits (for VNNI Q8_0 and Q4_0, canonQ8_0's
+// and canonQ4_0's).
 func TestDecodeFarRowsBits(t *testing.T) {
 	if !archsimd.X86.AVX512() || !archsimd.X86.AVX512VNNI() {
 		t.Skip("CPU lacks AVX-512 VNNI")
@@ -73,17 +74,18 @@ func TestDecodeFarRowsBits(t *testing.T) {
 			want, got := make([]float32, c.rows), make([]float32, c.rows)
 			switch c.dt {
 			case tensor.Q8_0, tensor.Q4_0:
-				defer func(v bool) { q8Major = v }(q8Major)
-				q8Major = true // the VNNI layout, whatever SLUICE_ISA installed
+				defer func(a, b bool) { q8Major, q4Major = a, b }(q8Major, q4Major)
+				q8Major, q4Major = true, true // the VNNI layout, whatever SLUICE_ISA installed
 				var xq actQ8
 				xq.quantize(x, 1, c.cols, c.dt)
+				// The VNNI Q8_0 and Q4_0 orders are the canonical ones
+				// (matq8_vnni_amd64.go, matq4_vnni_amd64.go): their
+				// oracles are canonQ8_0 and canonQ4_0, not archsimd code.
 				if c.dt == tensor.Q8_0 {
-					// The VNNI Q8_0 order is its own (matq8_vnni_amd64.go):
-					// its oracle is canonQ8_0, not the archsimd kernel.
 					canonQ8_0(want, w, &xq, 1, c.rows, c.cols, 0, c.rows)
 					matQ8_0VNNI(got, w, &xq, 1, c.rows, c.cols, 0, c.rows)
 				} else {
-					matQ4_0Fast(want, w, &xq, 1, c.rows, c.cols, 0, c.rows)
+					canonQ4_0(want, w, &xq, 1, c.rows, c.cols, 0, c.rows)
 					matQ4_0VNNI(got, w, &xq, 1, c.rows, c.cols, 0, c.rows)
 				}
 			case tensor.F16:

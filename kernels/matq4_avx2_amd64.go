@@ -16,8 +16,8 @@ package kernels
 // integer dot takes the nibbles unsigned into VPMADDUBSW against the
 // signed activations and adds the block's −8·Σx once (from actQ8.sb, the
 // inputs in q4Major's block-major layout): exact, so its grouping is free.
-// (This is not the VNNI set's Q4_0 order, which pairs blocks in lanes; the
-// two sets agree within ref's tolerance, not bit for bit.)
+// The VNNI set's Q4_0 kernels (matq4_vnni_amd64.go) keep this order, so
+// the two sets give the same bits.
 //
 // Panels (PanelQ4_0): a 32-byte half of a panel group is 8 rows' 4 bytes;
 // its low and high nibbles against the input's 4 values at 4g and 16+4g
@@ -34,6 +34,20 @@ package kernels
 
 // matQ4_0AVX2 computes output rows [lo,hi) of a row-major Q4_0 weight.
 func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	matQ4_0Rows(dst, w, xq, n, rows, cols, lo, hi, q4AVX2Panels, 2, q4AVX2Rows)
+}
+
+// q4RowsKernel is q4AVX2Rows' signature: k rows far bytes apart at a time
+// (k the kernel's stream count), for nrows starting rows.
+type q4RowsKernel func(dst *float32, w *byte, rb, nrows int, x *int8, sb *int32, db *float32, xs, ss, nb, far, dfar int, sc *float32)
+
+// matQ4_0Rows is the row-major Q4_0 kernel of a set whose panel tiles
+// (the same bits as q4AVX2Panels) are panels and whose row kernel far
+// takes k rows far apart at once (the same bits as q4AVX2Rows): batches
+// go through panels made in scratch, the rest through far, and the rows
+// it leaves through q4AVX2Rows one at a time.
+func matQ4_0Rows(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
+	panels func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int), k int, far q4RowsKernel) {
 	nb := cols / tile
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -60,7 +74,7 @@ func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 			for p := r0; p < r1; p += PanelRows {
 				panelizeQ4(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
 			}
-			q4AVX2Panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
+			panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
 		}
 		putPanelScratch(tmp)
 		lo = full
@@ -74,13 +88,13 @@ func matQ4_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
 		for i := 0; i < n; i++ {
-			k := xq.majorAt(i, 0, nb)
-			h := farRows(r1-r0, 2, rb)
+			m := xq.majorAt(i, 0, nb)
+			h := farRows(r1-r0, k, rb)
 			if h > 0 {
-				q4AVX2Rows(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, h*rb, 4*h, sc)
+				far(&dst[i*rows+r0], &w[r0*rb], rb, h, &xb[m*tile], &xq.sb[m], &xq.db[m], xs, ss, nb, h*rb, 4*h, sc)
 			}
-			for r := r0 + 2*h; r < r1; r++ {
-				q4AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[k*tile], &xq.sb[k], &xq.db[k], xs, ss, nb, 0, 0, sc)
+			for r := r0 + k*h; r < r1; r++ {
+				q4AVX2Rows(&dst[i*rows+r], &w[r*rb], rb, 1, &xb[m*tile], &xq.sb[m], &xq.db[m], xs, ss, nb, 0, 0, sc)
 			}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // q4Scales are f16 block scales that stress the scale path: zeros, the
 // smallest and largest subnormals, the largest finite, ±Inf (NaN in
-// matQ4_0Fast, via quantScaleTable), quiet and signalling NaNs.
+// canonQ4_0 and the kernels, via quantScaleTable), quiet and signalling NaNs.
 var q4Scales = []uint16{
 	0x0000, 0x8000, // ±0
 	0x0001, 0x03ff, 0x8001, 0x83ff, // subnormals
@@ -121,22 +121,40 @@ func q4MajorActs(r *rand.Rand, n, cols int, special bool) *actQ8 {
 	q4Major = true
 	xq := q4VNNIActs(r, n, cols, special)
 	xq.prepare(n, cols, tensor.Q4_0)
-	xq.major(cols/tile, 0, n)
+	xq.major(cols/tile, 0, n, true)
 	return xq
 }
 
 // TestMatQ4_0AVX2 checks the AVX2 Q4_0 kernels over both layouts give
-// exactly canonQ4_0's bits on every shape, sub-range, tile remainder and
-// input count, including zero, subnormal, infinite and NaN scales, every
-// nibble pattern, NaN/Inf and extreme activations, and row blocks smaller
-// than a panel block.
+// exactly canonQ4_0's bits (checkQ4_0Kernels).
 func TestMatQ4_0AVX2(t *testing.T) {
 	if !cpuAVX2 {
 		t.Skip("SKIP avx2 Q4_0 kernels: CPU lacks AVX2+FMA+F16C")
 	}
 	defer setISA(isaCap)
 	setISA(isaAVX2) // Repackable(Q4_0) needs a set with the panel kernel
-	r := rand.New(rand.NewPCG(15, 16))
+	checkQ4_0Kernels(t, rand.New(rand.NewPCG(15, 16)), matQ4_0AVX2, matQ4_0AVX2Panel)
+}
+
+// TestMatQ4_0VNNI checks the VNNI set's Q4_0 kernels over both layouts
+// give exactly canonQ4_0's bits, as the AVX2 ones do (checkQ4_0Kernels).
+func TestMatQ4_0VNNI(t *testing.T) {
+	if !cpuVNNI {
+		t.Skip("SKIP avx512-vnni Q4_0 kernels: CPU lacks AVX-512 VNNI")
+	}
+	defer setISA(isaCap)
+	setISA(isaAVX512)
+	checkQ4_0Kernels(t, rand.New(rand.NewPCG(17, 18)), matQ4_0VNNI, matQ4_0VNNIPanel)
+}
+
+// checkQ4_0Kernels holds a set's row-major and panel Q4_0 kernels to
+// canonQ4_0's bits on every shape, sub-range, tile remainder and input
+// count, including zero, subnormal, infinite and NaN scales, every nibble
+// pattern, NaN/Inf and extreme activations, and row blocks of one panel
+// block and below a two-panel one. The installed set must have a Q4_0
+// panel kernel (Repack lays out only then).
+func checkQ4_0Kernels(t *testing.T, r *rand.Rand, rowMajor, panel actKernel) {
+	t.Helper()
 	defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
 	colsList := []int{32, 64, 96, 160, 288, 768, 2048}
 	ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 17, 33}
@@ -154,14 +172,15 @@ func TestMatQ4_0AVX2(t *testing.T) {
 			if (pw.Layout == PanelQ4_0) != (rows >= PanelRows) {
 				t.Fatalf("%d×%d: layout %v after Repack", rows, cols, pw.Layout)
 			}
-			for _, blk := range []int{256 << 10, 3 * cols / tile * q4Blk, 2 * PanelRows * cols / tile * q4Blk} {
+			rb := cols / tile * q4Blk
+			for _, blk := range []int{256 << 10, 3 * rb, PanelRows * rb, 2 * PanelRows * rb} {
 				rowBlockBytes = blk
 				for _, n := range ns {
 					if cols >= 768 && n > 9 && rows > 17 {
 						continue
 					}
 					xq := q4MajorActs(r, n, cols, special)
-					checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AVX2Panel, w, pw, PanelQ4_0, xq, n, rows, cols, blk)
+					checkSpans(t, canonQ4_0, rowMajor, panel, w, pw, PanelQ4_0, xq, n, rows, cols, blk)
 				}
 			}
 		}
@@ -169,8 +188,8 @@ func TestMatQ4_0AVX2(t *testing.T) {
 }
 
 // BenchmarkQ4_0Kernels runs the Q4_0 kernels one thread on the 110m and 1B
-// shapes, decode and prefill, in G multiply-adds per second: the AVX2 ones
-// over both layouts, and the VNNI row-major one where the CPU has it.
+// shapes, decode and prefill, in G multiply-adds per second: the AVX2 and
+// VNNI ones over both layouts.
 func BenchmarkQ4_0Kernels(b *testing.B) {
 	if !cpuAVX2 {
 		b.Skip("CPU lacks AVX2+FMA+F16C")
@@ -180,8 +199,10 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []struct{ rows, cols, n int }{
 		{32768, 2048, 1}, // 38 MB: from DRAM, past the L3
-		{2048, 768, 1}, {768, 2048, 1}, {2048, 768, 32}, {768, 2048, 32},
-		{2048, 2048, 16}, {2048, 2048, 128},
+		{768, 768, 1}, {2048, 768, 1}, {768, 2048, 1},
+		{768, 768, 8}, {2048, 768, 8}, {768, 2048, 8},
+		{768, 768, 128}, {2048, 768, 128}, {768, 2048, 128},
+		{768, 768, 512}, {2048, 768, 512}, {768, 2048, 512},
 	} {
 		w := q4VNNIWeight(r, c.rows, c.cols, false, false)
 		pw, err := Repack(Weight{DType: tensor.Q4_0, Data: append([]byte(nil), w...), Rows: c.rows, Cols: c.cols})
@@ -189,9 +210,6 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 			b.Fatal(err)
 		}
 		major := q4MajorActs(r, c.n, c.cols, false)
-		q4Major = false // the VNNI kernel's pair layout
-		pairs := q4VNNIActs(r, c.n, c.cols, false)
-		q4Major = true
 		dst := make([]float32, c.n*c.rows)
 		type kern struct {
 			name string
@@ -201,7 +219,7 @@ func BenchmarkQ4_0Kernels(b *testing.B) {
 		}
 		ks := []kern{{"avx2", matQ4_0AVX2, w, major}, {"avx2-panel", matQ4_0AVX2Panel, pw.Data, major}}
 		if cpuVNNI {
-			ks = append(ks, kern{"vnni", matQ4_0VNNI, w, pairs})
+			ks = append(ks, kern{"vnni", matQ4_0VNNI, w, major}, kern{"vnni-panel", matQ4_0VNNIPanel, pw.Data, major})
 		}
 		for _, k := range ks {
 			b.Run(fmt.Sprintf("%s/%dx%d/n=%d", k.name, c.rows, c.cols, c.n), func(b *testing.B) {

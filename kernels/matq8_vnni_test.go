@@ -412,6 +412,9 @@ func TestVNNIDispatch(t *testing.T) {
 	if fmt.Sprintf("%p", matQ4_0ActImpl) != fmt.Sprintf("%p", actKernel(matQ4_0VNNI)) {
 		t.Error("matQ4_0ActImpl is not matQ4_0VNNI on a VNNI CPU")
 	}
+	if fmt.Sprintf("%p", matQ4_0PanelImpl) != fmt.Sprintf("%p", actKernel(matQ4_0VNNIPanel)) || !Panels(tensor.Q4_0) || !q4Major {
+		t.Error("the Q4_0 panel kernel is not installed on a VNNI CPU")
+	}
 	for name, k := range map[string]matKernel{"F32": matF32Impl, "F16": matF16Impl, "BF16": matBF16Impl} {
 		want := map[string]matKernel{"F32": matF32Asm, "F16": matF16Asm, "BF16": matBF16Asm}[name]
 		if fmt.Sprintf("%p", k) != fmt.Sprintf("%p", want) {

@@ -15,7 +15,7 @@ package kernels
 // give the same bits; and an output does not depend on n, on its tile or on
 // the thread split. Q4_0's nibbles are unpacked to signed bytes (−8..7) in
 // registers and dotted with the input's values j and j+16 in their natural
-// order, so these kernels read neither actQ8.p/c/d4 nor nc/dx.
+// order, so these kernels read only actQ8's q and d.
 //
 // Decode (n = 1) takes 4 rows at a time (each input block loaded once for
 // four rows), then leftover rows one by one; batches take tiles of 2 rows ×

@@ -38,7 +38,8 @@ const (
 	//
 	// so one 32-byte load is 8 rows' byte group, whose masked low and
 	// shifted high nibbles VPMADDUBSW multiplies by a broadcast 4-value
-	// group of an input. The Rows%16 rows after the last whole panel stay
+	// group of an input (and one 64-byte load 16 rows', for VPDPBUSD on
+	// the VNNI set). The Rows%16 rows after the last whole panel stay
 	// row-major.
 	PanelQ4_0
 )
@@ -145,14 +146,17 @@ func panelizeQ4(dst, src []byte, nb int) {
 	rb := nb * tensor.Q4_0BlockLen
 	_ = src[PanelRows*rb-1]
 	_ = dst[PanelRows*rb-1]
+	le := binary.LittleEndian
 	for b := 0; b < nb; b++ {
-		o := dst[b*panelBlk4 : (b+1)*panelBlk4]
+		o := dst[b*panelBlk4 : (b+1)*panelBlk4 : (b+1)*panelBlk4]
 		for k := 0; k < PanelRows; k++ {
 			blk := src[k*rb+b*tensor.Q4_0BlockLen : k*rb+(b+1)*tensor.Q4_0BlockLen]
-			o[2*k], o[2*k+1] = blk[0], blk[1]
-			for g := 0; g < 4; g++ {
-				copy(o[32+64*g+4*k:32+64*g+4*k+4], blk[2+4*g:2+4*g+4])
-			}
+			_ = blk[tensor.Q4_0BlockLen-1]
+			le.PutUint16(o[2*k:], le.Uint16(blk))
+			le.PutUint32(o[32+4*k:], le.Uint32(blk[2:]))
+			le.PutUint32(o[96+4*k:], le.Uint32(blk[6:]))
+			le.PutUint32(o[160+4*k:], le.Uint32(blk[10:]))
+			le.PutUint32(o[224+4*k:], le.Uint32(blk[14:]))
 		}
 	}
 }
