@@ -11,7 +11,14 @@
 //   node run.mjs --sluice bin/sluice [--sluice bin/sluice-simd] \
 //       --threads 1,2 --runs 5 --prompt-tokens 512 --gen-tokens 128 \
 //       [--bandwidth models/1b-q8_0.gguf,models/1b-q4_0.gguf] \
+//       [--sluice-args="--kv-type f16"] \
 //       [--json-out results/run.json] models/15m-f32.gguf ...
+//
+// --sluice-args=FLAGS (with "=": its value starts with a dash) adds FLAGS,
+// split at white space, to every `sluice bench`
+// run, e.g. --kv-type f16 to hold the KV cache in binary16 as llama.cpp
+// does by default; they are recorded in the JSON (sluice_args) and named
+// in the tables' introduction.
 //
 // A model whose context is shorter than prompt + generated tokens gets a
 // shorter prompt (context − generated), the same for both engines; the table
@@ -37,6 +44,7 @@ const {values: opt, positionals: models} = parseArgs({
         "prompt-tokens": {type: "string", default: "512"},
         "gen-tokens": {type: "string", default: "128"},
         bandwidth: {type: "string", default: ""},
+        "sluice-args": {type: "string", default: ""},
         "json-out": {type: "string", default: ""},
         "timeout-s": {type: "string", default: "0"},
         "kernels-stream": {type: "boolean", default: false},
@@ -69,6 +77,10 @@ const [genTokens] = ints("gen-tokens", opt["gen-tokens"]);
 const timeoutMs = 1000 * Number(opt["timeout-s"]);
 if (!(timeoutMs >= 0))
     fail(`--timeout-s ${JSON.stringify(opt["timeout-s"])}: want seconds ≥ 0 (0: none)`);
+const sluiceArgs = opt["sluice-args"].split(/\s+/).filter((a) => a !== "");
+for (const a of sluiceArgs)
+    if (["-m", "--m", "-json", "--json", "-runs", "--runs", "-threads", "--threads", "-prompt-tokens", "--prompt-tokens", "-gen-tokens", "--gen-tokens"].includes(a.split("=")[0]))
+        fail(`--sluice-args ${JSON.stringify(opt["sluice-args"])}: ${a} is set by run.mjs itself`);
 const bandwidthModels = new Set(opt.bandwidth === "" ? [] : opt.bandwidth.split(",").map((p) => resolve(p)));
 
 // median ignores runs that timed out (NaN).
@@ -112,13 +124,14 @@ function okRuns(xs) {
 // cells whose model path is in bwModels.
 function render(res, bwModels) {
     const {runs, cells} = res;
+    const args = res.sluice_args ?? [];
     const bins = [...new Set(cells.flatMap((c) => Object.keys(c.sluice)))];
     const name = (b) => {
         const k = [...new Set(cells.map((c) => c.sluice[b]?.kernels).filter(Boolean))].join("/");
         return `${basename(b)} (${k})`;
     };
     const out = [];
-    out.push(`Medians of ${runs} alternating runs (fewer where a run timed out: (ok/total)). llama.cpp = its own llama_perf counters; "node wall" = the same runs timed through node-llama-cpp.`);
+    out.push(`Medians of ${runs} alternating runs (fewer where a run timed out: (ok/total)). llama.cpp = its own llama_perf counters; "node wall" = the same runs timed through node-llama-cpp. sluice bench flags beyond run.mjs's own: ${args.length === 0 ? "none" : "`" + args.join(" ") + "`"}.`);
     out.push("");
     for (const phase of ["decode", "prefill"]) {
         out.push(`#### ${phase} tok/s`);
@@ -162,12 +175,16 @@ function render(res, bwModels) {
 // order) without measuring anything.
 if (opt.render) {
     const {readFileSync} = await import("node:fs");
-    const merged = {runs: 0, cells: [], bandwidth_gb_s: {}, kernels_stream_read_gb_s: []};
+    const merged = {runs: 0, cells: [], bandwidth_gb_s: {}, kernels_stream_read_gb_s: [], sluice_args: null};
     const bw = new Set(bandwidthModels);
     for (const f of models) {
         const res = JSON.parse(readFileSync(f, "utf8"));
         merged.runs = Math.max(merged.runs, res.runs);
         merged.cells.push(...res.cells);
+        const a = res.sluice_args ?? [];
+        if (merged.sluice_args != null && merged.sluice_args.join(" ") !== a.join(" "))
+            fail(`${f}: sluice_args ${JSON.stringify(a)} differ from the earlier files' ${JSON.stringify(merged.sluice_args)}; render them apart`);
+        merged.sluice_args = a;
         for (const [t, xs] of Object.entries(res.bandwidth_gb_s ?? {}))
             (merged.bandwidth_gb_s[t] ??= []).push(...xs);
         merged.kernels_stream_read_gb_s.push(...(res.kernels_stream_read_gb_s ?? []));
@@ -251,7 +268,7 @@ for (const path of models) {
         const common = ["--threads", String(t), "--prompt-tokens", String(promptTokens), "--gen-tokens", String(genTokens), "--runs", "1"];
         const steps = [
             ...opt.sluice.map((bin) => async () => {
-                const r = await runJSON(resolve(bin), ["bench", "-m", abs, ...common, "--json"], here, timeoutMs);
+                const r = await runJSON(resolve(bin), ["bench", "-m", abs, ...common, ...sluiceArgs, "--json"], here, timeoutMs);
                 const s = cell.sluice[bin];
                 if (r == null) {
                     s.prefill.push(NaN);
@@ -299,9 +316,9 @@ if (bandwidthModels.size > 0) {
 await kernelsPhase();
 host.loadavg_end = os.loadavg();
 
-process.stdout.write(render({runs, bandwidth_gb_s: bandwidth, kernels_stream_read_gb_s: kernelsBandwidth, cells}, bandwidthModels));
+process.stdout.write(render({runs, sluice_args: sluiceArgs, bandwidth_gb_s: bandwidth, kernels_stream_read_gb_s: kernelsBandwidth, cells}, bandwidthModels));
 
 if (opt["json-out"] !== "") {
     mkdirSync(dirname(resolve(opt["json-out"])), {recursive: true});
-    writeFileSync(opt["json-out"], JSON.stringify({started, finished: new Date(), host, runs, bandwidth_gb_s: bandwidth, kernels_stream_read_gb_s: kernelsBandwidth, bandwidth_models: [...bandwidthModels], cells}, null, 1) + "\n");
+    writeFileSync(opt["json-out"], JSON.stringify({started, finished: new Date(), host, runs, sluice_args: sluiceArgs, bandwidth_gb_s: bandwidth, kernels_stream_read_gb_s: kernelsBandwidth, bandwidth_models: [...bandwidthModels], cells}, null, 1) + "\n");
 }

@@ -2,9 +2,21 @@ package kernels
 
 import "math"
 
-// ropeAngle is the shared float recipe (see RoPE).
+// ropeAngle is the shared float recipe (see RoPE): the cos and sin of
+// pos·ropeFreq(i).
 func ropeAngle(pos int32, i, ropeDim int, base float32) (cos, sin float32) {
-	freq := 1 / float32(math.Pow(float64(base), float64(float32(i)/float32(ropeDim))))
+	return ropeCosSin(pos, ropeFreq(i, ropeDim, base))
+}
+
+// ropeFreq is pair i's frequency, base^(−i/ropeDim), in ropeAngle's float32
+// steps.
+func ropeFreq(i, ropeDim int, base float32) float32 {
+	return 1 / float32(math.Pow(float64(base), float64(float32(i)/float32(ropeDim))))
+}
+
+// ropeCosSin is ropeAngle's rest: the angle pos·freq in float32, its cos
+// and sin in float64, rounded to float32.
+func ropeCosSin(pos int32, freq float32) (cos, sin float32) {
 	val := float32(pos) * freq
 	return float32(math.Cos(float64(val))), float32(math.Sin(float64(val)))
 }

@@ -68,3 +68,44 @@ func TestRopeTables(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareRoPE checks PrepareRoPE builds the table ahead, bounded by
+// ropePrepareMax, with ropeAngle's values, and ignores shapes RoPE has
+// none for.
+func TestPrepareRoPE(t *testing.T) {
+	var saved [len(ropeTables)]*ropeTable
+	for k := range ropeTables {
+		saved[k] = ropeTables[k].Swap(nil)
+	}
+	defer func() {
+		for k := range ropeTables {
+			ropeTables[k].Store(saved[k])
+		}
+	}()
+	PrepareRoPE(0, 10000, 100)
+	PrepareRoPE(7, 10000, 100)
+	PrepareRoPE(64, 10000, 0)
+	if tb := ropeTables[0].Load(); tb != nil {
+		t.Fatalf("a shape without rotary pairs or positions built table %d×%d", len(tb.cs)/tb.dim, tb.dim)
+	}
+	for _, c := range []struct{ dim, positions, want int }{{48, 1000, 1000}, {48, 3000, 3000}, {64, 1 << 20, ropePrepareMax}} {
+		PrepareRoPE(c.dim, 10000, c.positions)
+		var tb *ropeTable
+		for k := range ropeTables {
+			if x := ropeTables[k].Load(); x != nil && x.dim == c.dim {
+				tb = x
+			}
+		}
+		if tb == nil || len(tb.cs)/c.dim != c.want {
+			t.Fatalf("PrepareRoPE(%d, 10000, %d): table %v, want %d positions", c.dim, c.positions, tb, c.want)
+		}
+		for pos := range c.want {
+			for i := 0; i < c.dim; i += 2 {
+				cs, sn := ropeAngle(int32(pos), i, c.dim, 10000)
+				if math.Float32bits(tb.cs[pos*c.dim+i]) != math.Float32bits(cs) || math.Float32bits(tb.cs[pos*c.dim+i+1]) != math.Float32bits(sn) {
+					t.Fatalf("dim %d pos %d pair %d: table (%v, %v), want (%v, %v)", c.dim, pos, i, tb.cs[pos*c.dim+i], tb.cs[pos*c.dim+i+1], cs, sn)
+				}
+			}
+		}
+	}
+}

@@ -179,6 +179,11 @@ func (v Variant) New(src *model.Source, store offload.Store, o model.Options) (m
 	if m.ropeFactors, err = RopeFactors(context.Background(), src, store, a); err != nil {
 		return nil, err
 	}
+	if m.ropeFactors == nil {
+		// The cos/sin table now, not in the first request's first layer
+		// (a scaled RoPE computes its angles per call: no table).
+		kernels.PrepareRoPE(a.RopeDim, a.RopeBase, a.Context)
+	}
 	for i := range m.w.Layers {
 		b := &Block{i: i, m: m, l: &m.w.Layers[i]}
 		b.refs = b.weights()
