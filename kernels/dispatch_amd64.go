@@ -14,6 +14,9 @@ import (
 //	AVX-512 F/BW/VL/DQ + FMA + F16C   F32/F16/BF16: 4×C tiles, 8-row decode
 //	  + VNNI                          Q8_0/Q4_0: VPDPBUSD          "avx512-vnni"
 //	                                  (Q8_0 also over PanelQ8_0 panels)
+//	  + VNNI + AMX-TILE/INT8          PanelQ8_0/PanelQ4_0 batches:  "avx512-amx"
+//	    (the OS granting AMX)         TDPBSSD tiles; Q4_0 row-major
+//	                                  and the rest as the AVX2 set
 //	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
 //	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
 //	                                  (Q8_0/Q4_0 also over PanelQ8_0/PanelQ4_0)
@@ -48,6 +51,11 @@ func selectMatrix(c isaLevel) {
 			matQ8_0ActImpl, matQ4_0ActImpl = matQ8_0VNNI, matQ4_0VNNI
 			matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major = matQ8_0VNNIPanel, nil, true, false
 			implName = "avx512-vnni"
+		}
+		if c >= isaAMX && cpuAMX && amxOK() {
+			matQ8_0PanelImpl = matQ8_0AMXPanel
+			matQ4_0ActImpl, matQ4_0PanelImpl, q4Major = matQ4_0AVX2, matQ4_0AMXPanel, true
+			implName = "avx512-amx"
 		}
 	case c >= isaAVX2 && cpuAVX2:
 		matF32Impl, matF16Impl, matBF16Impl = matF32AVX2Asm, matF16AVX2Asm, matBF16AVX2Asm

@@ -1,0 +1,220 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// skipNoAMX skips t unless the AMX set can run here, saying why.
+func skipNoAMX(t testing.TB) {
+	t.Helper()
+	switch {
+	case !cpuAMX:
+		t.Skip("SKIP avx512-amx kernels: CPU lacks AVX-512 VNNI + AMX-TILE + AMX-INT8")
+	case !amxOK():
+		t.Skip("SKIP avx512-amx kernels: the OS refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)")
+	}
+}
+
+// TestAMXEncodings checks the hand-encoded AMX instructions of
+// amx_amd64.h (LDTILECFG, TILEZERO, TILELOADD, TILESTORED, the four
+// TDPB*D and TILERELEASE, with low and extended registers and 1- to
+// 4-byte displacements) against the integer products in plain Go.
+func TestAMXEncodings(t *testing.T) {
+	skipNoAMX(t)
+	var cfg [64]byte
+	cfg[0] = 1
+	for k := 5; k < 8; k++ {
+		cfg[16+2*k], cfg[48+k] = 64, 16
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	a, b := make([]byte, 1024), make([]byte, 1024)
+	for i := range a {
+		a[i], b[i] = byte(r.Uint32()), byte(r.Uint32())
+	}
+	a[0], b[0], a[1], b[1] = 0x80, 0x80, 0xff, 0x7f // the extremes
+	for op, name := range []string{"TDPBSSD", "TDPBSUD", "TDPBUSD", "TDPBUUD"} {
+		c := make([]int32, 256)
+		amxProbe(&cfg[0], &a[0], &b[0], &c[0], op)
+		for m := 0; m < 16; m++ {
+			for n := 0; n < 16; n++ {
+				var s int32
+				for k := 0; k < 64; k++ {
+					// B's element (k, n) is at row k/4, byte 4n + k%4.
+					av, bv := int32(a[m*64+k]), int32(b[k/4*64+4*n+k%4])
+					if op < 2 {
+						av = int32(int8(av))
+					}
+					if op%2 == 0 {
+						bv = int32(int8(bv))
+					}
+					s += av * bv
+				}
+				if c[m*16+n] != s {
+					t.Fatalf("%s: C[%d][%d] = %d, want %d", name, m, n, c[m*16+n], s)
+				}
+			}
+		}
+	}
+}
+
+// TestMatQ8_0AMX holds the AMX Q8_0 panel kernel to canonQ8_0's bits on
+// every shape, span, input count and row block that checkQ8_0Kernels
+// runs, with the threshold at 8 (a call of 8–15 inputs runs one 8-input
+// tile) and at its default; then n = 1…40 (every tile remainder: 16-input
+// tiles, an 8-input tile, the VNNI tiles of 4 and 1) on two shapes.
+func TestMatQ8_0AMX(t *testing.T) {
+	skipNoAMX(t)
+	defer func(v int) { amxMinN = v }(amxMinN)
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, m := range []int{8, 16} {
+		amxMinN = m
+		checkQ8_0Kernels(t, r, matQ8_0VNNI, matQ8_0AMXPanel)
+	}
+	amxMinN = 8
+	for _, s := range [][2]int{{48, 96}, {33, 768}} {
+		rows, cols := s[0], s[1]
+		w := randomQ8_0(r, rows, cols)
+		pw, err := Repack(Weight{DType: tensor.Q8_0, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 40; n++ {
+			if testing.Short() && n%3 != 0 && n != 40 {
+				continue
+			}
+			checkSpans(t, canonQ8_0, matQ8_0VNNI, matQ8_0AMXPanel, w, pw, PanelQ8_0, q8Acts(r, n, cols), n, rows, cols, 0)
+		}
+	}
+}
+
+// TestMatQ4_0AMX holds the AMX Q4_0 panel kernel to canonQ4_0's bits (the
+// AVX2 kernels') on every shape, span and row block of TestMatQ4_0AVX2's
+// set with special scales, nibble patterns and activations, and n = 1…40.
+func TestMatQ4_0AMX(t *testing.T) {
+	skipNoAMX(t)
+	defer setISA(isaCap)
+	setISA(isaAMX) // Repackable(Q4_0) needs a set with the panel kernel
+	defer func(v int) { amxMinN = v }(amxMinN)
+	defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
+	amxMinN = 8
+	r := rand.New(rand.NewPCG(35, 36))
+	colsList := []int{32, 64, 96, 160, 288, 768, 2048}
+	ns := []int{1, 4, 8, 9, 12, 13, 16, 17, 24, 33}
+	if testing.Short() {
+		colsList, ns = []int{32, 96, 768}, []int{8, 13, 24}
+	}
+	for _, cols := range colsList {
+		for _, rows := range []int{16, 17, 33, 48, 50} {
+			special := (rows+cols/32)%2 == 0
+			w := q4VNNIWeight(r, rows, cols, special, rows%3 == 2)
+			pw, err := Repack(Weight{DType: tensor.Q4_0, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pw.Layout != PanelQ4_0 {
+				t.Fatalf("%d×%d: layout %v after Repack under %s", rows, cols, pw.Layout, Impl())
+			}
+			for _, blk := range []int{256 << 10, 3 * cols / tile * q4Blk} {
+				rowBlockBytes = blk
+				for _, n := range ns {
+					if cols >= 768 && n > 17 && rows > 17 {
+						continue
+					}
+					checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, special), n, rows, cols, blk)
+				}
+			}
+		}
+	}
+	rowBlockBytes = 256 << 10
+	rows, cols := 48, 96
+	w := q4VNNIWeight(r, rows, cols, true, false)
+	pw, err := Repack(Weight{DType: tensor.Q4_0, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 40; n++ {
+		checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, true), n, rows, cols, 0)
+	}
+}
+
+// TestAMXDispatch checks the AMX set is what an AMX machine selects, what
+// it installs, and that SLUICE_ISA=avx512 caps it off to the VNNI set.
+func TestAMXDispatch(t *testing.T) {
+	skipNoAMX(t)
+	defer setISA(isaCap)
+	setISA(isaAMX)
+	same := func(a, b actKernel) bool { return fmt.Sprintf("%p", a) == fmt.Sprintf("%p", b) }
+	if Impl() != "avx512-amx" || level != isaAVX512 {
+		t.Fatalf("under avx512-amx: Impl %q level %v", Impl(), level)
+	}
+	if !same(matQ8_0PanelImpl, matQ8_0AMXPanel) || !same(matQ4_0PanelImpl, matQ4_0AMXPanel) ||
+		!same(matQ8_0ActImpl, matQ8_0VNNI) || !same(matQ4_0ActImpl, matQ4_0AVX2) || !q8Major || !q4Major {
+		t.Error("the AMX set's kernels are not installed")
+	}
+	if !Panels(tensor.Q4_0) || !Repackable(tensor.Q4_0, 16, 32) {
+		t.Error("the AMX set does not lay out Q4_0 in panels")
+	}
+	setISA(isaAVX512)
+	if Impl() != "avx512-vnni" || !same(matQ8_0PanelImpl, matQ8_0VNNIPanel) {
+		t.Errorf("SLUICE_ISA=avx512 on an AMX machine: Impl %q", Impl())
+	}
+}
+
+// BenchmarkAMXPanels runs the Q8_0 and Q4_0 panel kernels one thread, AMX
+// against the VNNI Q8_0 (AVX2 Q4_0) ones, on the 110m shapes, in G
+// multiply-adds per second.
+func BenchmarkAMXPanels(b *testing.B) {
+	skipNoAMX(b)
+	defer setISA(isaCap)
+	setISA(isaAMX)
+	r := rand.New(rand.NewPCG(37, 38))
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
+		for _, s := range [][2]int{{768, 768}, {2048, 768}} {
+			rows, cols := s[0], s[1]
+			var w []byte
+			if dt == tensor.Q8_0 {
+				w = randomQ8_0(r, rows, cols)
+				for i := 0; i < len(w); i += q8Blk {
+					w[i], w[i+1] = 0x00, 0x24
+				}
+			} else {
+				w = q4VNNIWeight(r, rows, cols, false, false)
+			}
+			pw, err := Repack(Weight{DType: dt, Data: w, Rows: rows, Cols: cols})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range []int{8, 16, 32, 128, 512} {
+				var xq *actQ8
+				amx, base := actKernel(matQ8_0AMXPanel), actKernel(matQ8_0VNNIPanel)
+				if dt == tensor.Q8_0 {
+					xq = q8Acts(r, n, cols)
+				} else {
+					xq = q4MajorActs(r, n, cols, false)
+					amx, base = matQ4_0AMXPanel, matQ4_0AVX2Panel
+				}
+				dst := make([]float32, n*rows)
+				for _, k := range []struct {
+					name string
+					f    actKernel
+					min  int
+				}{{"amx", amx, 8}, {"base", base, 1 << 30}} {
+					b.Run(fmt.Sprintf("%v/%s/%dx%d/n=%d", dt, k.name, rows, cols, n), func(b *testing.B) {
+						defer func(v int) { amxMinN = v }(amxMinN)
+						amxMinN = k.min
+						for b.Loop() {
+							k.f(dst, pw.Data, xq, n, rows, cols, 0, rows)
+						}
+						b.ReportMetric(float64(rows)*float64(cols)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+					})
+				}
+			}
+		}
+	}
+}
