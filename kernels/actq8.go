@@ -41,7 +41,7 @@ type actQ8 struct {
 	d4 []float32
 
 	// xb, sb and db serve the VNNI and AVX2 Q8_0 kernels and the AVX2
-	// Q4_0 ones (q8Major, q4Major set by the selector): the inputs in groups of gw = min(n, 8), each group's
+	// Q4_0 ones (q8Major, q4Major set by the selector): the inputs in groups of gw = min(n, majorGroup), each group's
 	// blocks in block-major order, input i's block b at index
 	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
 	// when n > 1; with one input q is already in this order), sb −128·Σ of
@@ -99,7 +99,7 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	switch {
 	case t == tensor.Q8_0 && q8Major, t == tensor.Q4_0 && q4Major:
 		{
-			a.n, a.gw = n, min(n, 8)
+			a.n, a.gw = n, min(n, majorGroup)
 			padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
 			if n > 1 {
 				a.xb = grow(a.xb, padded*cols)
@@ -154,6 +154,10 @@ func roundScalesF16(d []float32) {
 // kernels read actQ8's block-major fields (xb, sb, db) rather than q and d
 // (p, c and d4 for Q4_0).
 var q8Major, q4Major = false, false
+
+// majorGroup is the most inputs in a group of the block-major layout: 8,
+// or 16 under the AMX set, whose A tiles are 16 inputs' blocks.
+var majorGroup = 8
 
 // pairsImpl is (*actQ8).pairs or a vector version writing the same values
 // (set from an init() in actq8_simd_amd64.go).

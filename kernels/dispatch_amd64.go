@@ -35,7 +35,7 @@ func selectMatrix(c isaLevel) {
 	matF32Impl, matF16Impl, matBF16Impl = matF32Generic, matF16Generic, matBF16Generic
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
-	matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major = nil, nil, false, false
+	matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major, majorGroup = nil, nil, false, false, 8
 	quantizeBlocksImpl = quantizeBlocks
 	implName, level = "generic", isaGeneric
 	if c >= isaAVX2 && cpuAVX2 {
@@ -54,7 +54,7 @@ func selectMatrix(c isaLevel) {
 		}
 		if c >= isaAMX && cpuAMX && amxOK() {
 			matQ8_0PanelImpl = matQ8_0AMXPanel
-			matQ4_0ActImpl, matQ4_0PanelImpl, q4Major = matQ4_0AVX2, matQ4_0AMXPanel, true
+			matQ4_0ActImpl, matQ4_0PanelImpl, q4Major, majorGroup = matQ4_0AVX2, matQ4_0AMXPanel, true, 16
 			implName = "avx512-amx"
 		}
 	case c >= isaAVX2 && cpuAVX2:

@@ -12,10 +12,11 @@ import (
 
 // The AMX-INT8 panel kernels ("avx512-amx": the VNNI set with these for
 // PanelQ8_0 and PanelQ4_0 batches), in matq_amx_amd64.s. One tile product
-// (TDPBSSD) multiplies 8 inputs' block (an A tile of 8 rows × 32 signed
-// bytes, an actQ8 group's block as q8Major lays it out) by a panel block
+// (TDPBSSD) multiplies 16 inputs' block (an A tile of 16 rows × 32 signed
+// bytes, an actQ8 group's block as q8Major lays it out, in groups of 16
+// under this set: majorGroup) by a panel block
 // (a B tile of 8 rows × 64 bytes: row g the 16 weight rows' values
-// 4g…4g+3, which is PanelQ8_0's group g) into 8 × 16 exact int32 block
+// 4g…4g+3, which is PanelQ8_0's group g) into 16 × 16 exact int32 block
 // dots. Each dot then takes canon's float step,
 //
 //	acc = fma(float32(s), dW(r,b)·dX(i,b), acc)      // blocks in order
@@ -31,9 +32,12 @@ import (
 // signed needs no Σx correction, so a block's float step per input is a
 // convert, a multiply and an FMA on 16 rows, the sums staying in zmm
 // registers over the row's blocks. Per panel the inputs go by tiles of 16
-// (two groups, sharing the B tile) and then one of 8; the n%8 inputs of a
-// partly filled last group, and calls of fewer than amxMinN inputs, run
-// the VNNI Q8_0 (AVX2 Q4_0) panel kernels, which give the same bits.
+// (one group each); the n%16 inputs of a partly filled last group, and
+// calls of fewer than amxMinN inputs, run the VNNI Q8_0 (AVX2 Q4_0) panel
+// kernels, which give the same bits. The tile unit's costs are per
+// instruction more than per row (measured here, 1 thread: a TILESTORED
+// of 8 rows 13 cycles, of 16 rows 17; TDPBSSD 8×32 by 32×16 9, 16×32 15),
+// hence whole groups of 16 rather than two A tiles of 8.
 //
 // Tile state: each assembly call loads its configuration (amxConfig)
 // and releases the tiles before it returns; an assembly function is never
@@ -48,26 +52,24 @@ var amxOK = sync.OnceValue(func() bool { return cpuAMX && amxPermit() })
 // amxMinN is the fewest inputs of a call that go to the tile unit.
 var amxMinN = 16
 
-// amxConfig is the tile configuration of the kernels (palette 1): tmm0
-// and tmm1 A tiles of 8 rows × 32 bytes, tmm2 the B tile of 8 rows × 64
-// bytes, tmm3 and tmm4 C tiles of 8 rows × 64 bytes (16 int32).
+// amxConfig is the tile configuration of the kernels (palette 1), two
+// sets: tmm0 and tmm3 A tiles of 16 rows × 32 bytes, tmm1 and tmm4 B
+// tiles of 8 rows × 64 bytes, tmm2 and tmm5 C tiles of 16 rows × 64 bytes
+// (16 int32).
 var amxConfig = func() (c [64]byte) {
 	c[0] = 1
-	set := func(t, rows, colBytes int) {
-		c[16+2*t], c[16+2*t+1] = byte(colBytes), byte(colBytes>>8)
-		c[48+t] = byte(rows)
+	for _, t := range [][3]int{{0, 16, 32}, {1, 8, 64}, {2, 16, 64}, {3, 16, 32}, {4, 8, 64}, {5, 16, 64}} {
+		c[16+2*t[0]], c[48+t[0]] = byte(t[2]), byte(t[1])
 	}
-	set(0, 8, 32)
-	set(1, 8, 32)
-	set(2, 8, 64)
-	set(3, 8, 64)
-	set(4, 8, 64)
 	return c
 }()
 
 // amxBlk is one unpacked panel block in the scratch: the B tile and the
 // 16 scales as float32.
 const amxBlk = 512 + 64
+
+// amxCBufs is the number of 1 KiB C tile buffers after the unpacked panel.
+const amxCBufs = 2
 
 // matQ8_0AMXPanel computes output rows [lo,hi) of a PanelQ8_0 weight (lo
 // and hi on panel edges, or hi = rows); the rows after the last panel run
@@ -83,8 +85,8 @@ func matQ4_0AMXPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi i
 }
 
 // q8AMXPanels computes output rows [r0, r0+16·np) from the np Q8_0 panels
-// at w for every input: the whole groups of 8 on the tile unit, the rest
-// by the VNNI tiles of 4 and 1.
+// at w for every input: the whole groups of 16 on the tile unit, the rest
+// by the VNNI tiles of 8, 4 and 1.
 func q8AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
 	if n < amxMinN {
 		q8VNNIPanels(dst, rows, w, np, nb, xq, n, r0)
@@ -92,6 +94,11 @@ func q8AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0
 	}
 	i := amxTiles(amxQ8Panels, dst, rows, w, np, nb, xq, n, r0)
 	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
+	if i+8 <= n {
+		k := xq.majorAt(i, 0, nb)
+		q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
+		i += 8
+	}
 	if i+4 <= n {
 		k := xq.majorAt(i, 0, nb)
 		q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
@@ -111,10 +118,9 @@ func q4AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0
 	}
 	i := amxTiles(amxQ4Panels, dst, rows, w, np, nb, xq, n, r0)
 	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
-	if i+4 <= n {
+	for ; i+4 <= n; i += 4 {
 		k := xq.majorAt(i, 0, nb)
 		q4AVX2Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-		i += 4
 	}
 	for ; i < n; i++ {
 		k := xq.majorAt(i, 0, nb)
@@ -123,36 +129,36 @@ func q4AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0
 }
 
 // amxTiles runs k (amxQ8Panels or amxQ4Panels) over the np panels at w
-// for the inputs in whole groups of 8 (n ≥ 8, so actQ8.gw = 8) and returns
-// how many that is. matPanel has checked the bounds of w, dst and xq for
-// all n inputs.
-func amxTiles(k func(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16, t8 int, sc *byte, cfg *byte),
+// for the inputs in whole groups of 16 (n ≥ 16, so actQ8.gw = 16) and
+// returns how many that is. matPanel has checked the bounds of w, dst and
+// xq for all n inputs.
+func amxTiles(k func(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16 int, sc *byte, cfg *byte),
 	dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) int {
-	n8 := n / 8 * 8
-	if n8 == 0 {
+	n16 := n / 16 * 16
+	if n16 == 0 {
 		return 0
 	}
-	if xq.gw != 8 {
-		panic(fmt.Sprintf("kernels: AMX panels: %d inputs in activation groups of %d, want 8", n, xq.gw))
+	if xq.gw != 16 {
+		panic(fmt.Sprintf("kernels: AMX panels: %d inputs in activation groups of %d, want 16", n, xq.gw))
 	}
-	buf := getPanelScratch(nb*amxBlk + 1024 + 64)
+	buf := getPanelScratch(nb*amxBlk + amxCBufs*1024 + 64)
 	sc := buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))%64))%64:] // 64-byte aligned
-	k(&dst[r0], rows, &w[0], np, nb, &xq.blocks()[0], &xq.db[0], n8/16, n8%16/8, &sc[0], &amxConfig[0])
+	k(&dst[r0], rows, &w[0], np, nb, &xq.blocks()[0], &xq.db[0], n16/16, &sc[0], &amxConfig[0])
 	putPanelScratch(buf)
-	return n8
+	return n16
 }
 
 // amxQ8Panels and amxQ4Panels write dst[k·rows+16p+j] = row 16p+j of the
-// np panels at w · input k for the t16 tiles of 16 inputs and then t8 (0
-// or 1) of 8, input k's block b at xb+(k/8)·256·nb+b·256+32·(k%8) (actQ8's
-// groups of 8) and its scale at db+(k/8)·8·nb+b·8+k%8; sc is a 64-byte
-// aligned scratch of nb·amxBlk+1024 bytes, cfg amxConfig.
+// np panels at w · input k for the t16 tiles of 16 inputs, input k's
+// block b at xb+(k/16)·512·nb+b·512+32·(k%16) (actQ8's groups of 16) and
+// its scale at db+(k/16)·16·nb+b·16+k%16; sc is a 64-byte aligned scratch
+// of nb·amxBlk+2048 bytes, cfg amxConfig.
 //
 //go:noescape
-func amxQ8Panels(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16, t8 int, sc *byte, cfg *byte)
+func amxQ8Panels(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16 int, sc *byte, cfg *byte)
 
 //go:noescape
-func amxQ4Panels(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16, t8 int, sc *byte, cfg *byte)
+func amxQ4Panels(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16 int, sc *byte, cfg *byte)
 
 // amxProbe is one 16×64 by 64×16 tile product of a and b into c by
 // TDPBSSD, TDPBSUD, TDPBUSD or TDPBUUD (op 0–3), cfg configuring tiles
