@@ -131,6 +131,23 @@
 #define STORET(c, buf) \
 	TILESTORED(AMX_AX, AMX_CX, buf, c)
 
+// PREFETCH(blk) asks for the next panel's block at R9 (blk bytes) while
+// the first tile runs over this panel (R11 blocks to go): the weights
+// come from memory once per panel, and the unpack of the next panel then
+// finds them in cache.
+#define PREFETCH(blk) \
+	PREFETCHT0 0(R9); \
+	PREFETCHT0 64(R9); \
+	PREFETCHT0 128(R9); \
+	PREFETCHT0 192(R9); \
+	PREFETCHT0 256(R9); \
+	PREFETCHT0 320(R9); \
+	PREFETCHT0 384(R9); \
+	PREFETCHT0 448(R9); \
+	PREFETCHT0 512(R9); \
+	ADDQ $blk, R9; \
+	DECQ R11
+
 // ADVT steps the tile loads to the next block, ADVE the float steps.
 #define ADVT \
 	ADDQ $576, SI; \
@@ -249,6 +266,8 @@ unpack: \
 	ADDQ $576, SI; \
 	DECQ R14; \
 	JNZ unpack; \
+	MOVQ BX, R9; \
+	MOVQ nb+32(FP), R11; \
 	MOVQ xb+40(FP), R10; \
 	MOVQ db+48(FP), R12; \
 	MOVQ DI, R13; \
@@ -276,6 +295,10 @@ loop16: \
 	LOADT(0, 1); \
 	ADVT; \
 epi16a: \
+	TESTQ R11, R11; \
+	JZ nopfa; \
+	PREFETCH(blk); \
+nopfa: \
 	EPI16(0); \
 	ADVE; \
 	DECQ R14; \
@@ -288,6 +311,10 @@ epi16a: \
 	LOADT(3, 4); \
 	ADVT; \
 epi16b: \
+	TESTQ R11, R11; \
+	JZ nopfb; \
+	PREFETCH(blk); \
+nopfb: \
 	EPI16(1024); \
 	ADVE; \
 	DECQ R14; \
