@@ -25,18 +25,19 @@ import (
 // kernels' and the AVX2 Q4_0 kernels': batch invariant, whatever the layout
 // or the tile an input falls in.
 //
-// The B tile is made signed once per panel in a scratch (Q8_0: XOR 0x80
+// The B tiles are made signed once per call in a scratch (Q8_0: XOR 0x80
 // back from w+128; Q4_0: each nibble −8, low nibbles in rows 0–3 and high
 // ones in rows 4–7, the values 4g… and 16+4g…), with the block's 16
-// scales as float32, and reused for every tile of inputs: signed by
-// signed needs no Σx correction, so a block's float step per input is a
-// convert, a multiply and an FMA on 16 rows, the sums staying in zmm
-// registers over the row's blocks. Per panel the inputs go by tiles of 16
-// (one group each); the n%16 inputs of a partly filled last group, and
-// calls of fewer than amxMinN inputs, run the VNNI Q8_0 (AVX2 Q4_0) panel
+// scales as float32, for the row block of panels matPanel hands over, and
+// reused for every tile of inputs: signed by signed needs no Σx
+// correction, so a block's float step per input is a convert, a multiply
+// and an FMA on 16 rows, the sums staying in zmm registers over the row's
+// blocks. The inputs go by tiles of 16 (one group each), each over every
+// panel in turn; the n%16 inputs of a partly filled last group, and calls
+// of fewer than amxMinN inputs, run the VNNI Q8_0 (AVX2 Q4_0) panel
 // kernels, which give the same bits. The tile unit's costs are per
-// instruction more than per row (measured here, 1 thread: a TILESTORED
-// of 8 rows 13 cycles, of 16 rows 17; TDPBSSD 8×32 by 32×16 9, 16×32 15),
+// instruction more than per row (measured here, 1 thread: a TILESTORED of
+// 8 rows 13 cycles, of 16 rows 17; TDPBSSD 8×32 by 32×16 9, 16×32 15),
 // hence whole groups of 16 rather than two A tiles of 8.
 //
 // Tile state: each assembly call loads its configuration (amxConfig)
@@ -141,7 +142,7 @@ func amxTiles(k func(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *
 	if xq.gw != 16 {
 		panic(fmt.Sprintf("kernels: AMX panels: %d inputs in activation groups of %d, want 16", n, xq.gw))
 	}
-	buf := getPanelScratch(nb*amxBlk + amxCBufs*1024 + 64)
+	buf := getPanelScratch(np*nb*amxBlk + amxCBufs*1024 + 64)
 	sc := buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))%64))%64:] // 64-byte aligned
 	k(&dst[r0], rows, &w[0], np, nb, &xq.blocks()[0], &xq.db[0], n16/16, &sc[0], &amxConfig[0])
 	putPanelScratch(buf)
