@@ -53,6 +53,12 @@ var amxOK = sync.OnceValue(func() bool { return cpuAMX && amxPermit() })
 // amxMinN is the fewest inputs of a call that go to the tile unit.
 var amxMinN = 16
 
+// amxPanelByPanel is the most tile inputs for which amxTiles calls the
+// kernel one panel at a time, so that the panel's unpacked B tiles stay in
+// L1 for its one or two tiles (more tiles amortise the row block's unpack
+// through L2).
+var amxPanelByPanel = 32
+
 // amxConfig is the tile configuration of the kernels (palette 1), two
 // sets: tmm0 and tmm3 A tiles of 16 rows × 32 bytes, tmm1 and tmm4 B
 // tiles of 8 rows × 64 bytes, tmm2 and tmm5 C tiles of 16 rows × 64 bytes
@@ -144,7 +150,14 @@ func amxTiles(k func(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *
 	}
 	buf := getPanelScratch(np*nb*amxBlk + amxCBufs*1024 + 64)
 	sc := buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))%64))%64:] // 64-byte aligned
-	k(&dst[r0], rows, &w[0], np, nb, &xq.blocks()[0], &xq.db[0], n16/16, &sc[0], &amxConfig[0])
+	if n16 <= amxPanelByPanel {
+		pb := len(w) / np
+		for p := 0; p < np; p++ {
+			k(&dst[r0+p*PanelRows], rows, &w[p*pb], 1, nb, &xq.blocks()[0], &xq.db[0], n16/16, &sc[0], &amxConfig[0])
+		}
+	} else {
+		k(&dst[r0], rows, &w[0], np, nb, &xq.blocks()[0], &xq.db[0], n16/16, &sc[0], &amxConfig[0])
+	}
 	putPanelScratch(buf)
 	return n16
 }
