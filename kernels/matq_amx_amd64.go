@@ -13,11 +13,10 @@ import (
 // The AMX-INT8 panel kernels ("avx512-amx": the VNNI set with these for
 // PanelQ8_0 and PanelQ4_0 batches), in matq_amx_amd64.s. One tile product
 // (TDPBSSD) multiplies 16 inputs' block (an A tile of 16 rows × 32 signed
-// bytes, an actQ8 group's block as q8Major lays it out, in groups of 16
-// under this set: majorGroup) by a panel block
-// (a B tile of 8 rows × 64 bytes: row g the 16 weight rows' values
-// 4g…4g+3, which is PanelQ8_0's group g) into 16 × 16 exact int32 block
-// dots. Each dot then takes canon's float step,
+// bytes: an actQ8 group's block as q8Major lays it out, the groups of 16
+// under this set, majorGroup) by a panel block (a B tile of 8 rows × 64
+// bytes: row g the 16 weight rows' values 4g…4g+3, which is PanelQ8_0's
+// group g) into 16 × 16 exact int32 block dots. Each dot then takes canon's float step,
 //
 //	acc = fma(float32(s), dW(r,b)·dX(i,b), acc)      // blocks in order
 //
@@ -36,13 +35,17 @@ import (
 // panel in turn; the n%16 inputs of a partly filled last group, and calls
 // of fewer than amxMinN inputs, run the VNNI Q8_0 (AVX2 Q4_0) panel
 // kernels, which give the same bits. The tile unit's costs are per
-// instruction more than per row (measured here, 1 thread: a TILESTORED of
-// 8 rows 13 cycles, of 16 rows 17; TDPBSSD 8×32 by 32×16 9, 16×32 15),
-// hence whole groups of 16 rather than two A tiles of 8.
+// instruction more than per row (measured on a Sapphire Rapids core,
+// independent instructions back to back: a TILESTORED of 8 rows 5.1 ns,
+// of 16 rows 6.6 ns; a TDPBSSD of 8 rows × 32 bytes by 32×16 3.4 ns, of 16
+// rows 5.7 ns), hence whole groups of 16 rather than two A tiles of 8.
 //
 // Tile state: each assembly call loads its configuration (amxConfig)
 // and releases the tiles before it returns; an assembly function is never
-// preempted asynchronously, so nothing else sees the tiles in between.
+// preempted asynchronously, so no other goroutine runs on the thread in
+// between (a signal arriving meanwhile has the tile state saved and
+// restored around its handler by the OS, which checked the signal stacks'
+// size when it granted the state).
 
 var cpuAMX = cpuVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8
 
@@ -50,7 +53,9 @@ var cpuAMX = cpuVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8
 // AMX-INT8 and the OS granted the tile state (asked once, process-wide).
 var amxOK = sync.OnceValue(func() bool { return cpuAMX && amxPermit() })
 
-// amxMinN is the fewest inputs of a call that go to the tile unit.
+// amxMinN is the fewest inputs of a call that go to the tile unit: one
+// whole group. At 16 inputs the tiles ran Q8_0 at 0.96–1.07× the VNNI
+// panel kernel and Q4_0 at 2.6–2.7× the AVX2 one (bench/RESULTS.md).
 var amxMinN = 16
 
 // amxPanelByPanel is the most tile inputs for which amxTiles calls the
@@ -166,7 +171,7 @@ func amxTiles(k func(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *
 // np panels at w · input k for the t16 tiles of 16 inputs, input k's
 // block b at xb+(k/16)·512·nb+b·512+32·(k%16) (actQ8's groups of 16) and
 // its scale at db+(k/16)·16·nb+b·16+k%16; sc is a 64-byte aligned scratch
-// of nb·amxBlk+2048 bytes, cfg amxConfig.
+// of np·nb·amxBlk+2048 bytes, cfg amxConfig.
 //
 //go:noescape
 func amxQ8Panels(dst *float32, rows int, w *byte, np, nb int, xb *int8, db *float32, t16 int, sc *byte, cfg *byte)
