@@ -5,7 +5,9 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/sluicehq/sluice/tensor"
@@ -220,5 +222,72 @@ func BenchmarkAMXPanels(b *testing.B) {
 				}
 			}
 		}
+	}
+}
+
+// TestAMXUnderSignals runs the AMX Q8_0 kernel on two goroutines while a
+// third floods the process with SIGURG (the runtime's preemption signal,
+// which it handles and ignores here): signals landing inside the tile code
+// must leave every output bit as canonQ8_0 gives it (the OS saves and
+// restores the tile state around each handler).
+func TestAMXUnderSignals(t *testing.T) {
+	skipNoAMX(t)
+	defer setISA(isaCap)
+	setISA(isaAMX)
+	r := rand.New(rand.NewPCG(39, 40))
+	rows, cols, n := 1024, 768, 64
+	w := randomQ8_0(r, rows, cols)
+	pw, err := Repack(Weight{DType: tensor.Q8_0, Data: append([]byte(nil), w...), Rows: rows, Cols: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xq := q8Acts(r, n, cols)
+	want := make([]float32, n*rows)
+	canonQ8_0(want, w, xq, n, rows, cols, 0, rows)
+	stop := make(chan struct{})
+	sent := make(chan int)
+	go func() {
+		k := 0
+		for {
+			select {
+			case <-stop:
+				sent <- k
+				return
+			default:
+				syscall.Kill(os.Getpid(), syscall.SIGURG)
+				k++
+			}
+		}
+	}()
+	iters := 100
+	if testing.Short() {
+		iters = 30
+	}
+	errs := make(chan error, 2)
+	for g := 0; g < 2; g++ {
+		go func() {
+			got := make([]float32, n*rows)
+			for it := 0; it < iters; it++ {
+				matQ8_0AMXPanel(got, pw.Data, xq, n, rows, cols, 0, rows)
+				for i := range want {
+					if !sameQ8Bits(got[i], want[i]) {
+						errs <- fmt.Errorf("iteration %d: out[%d] = %v, want %v", it, i, got[i], want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 2; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	if k := <-sent; k < 100 {
+		t.Errorf("only %d signals sent while the kernels ran", k)
+	} else {
+		t.Logf("%d signals sent during %d calls on each of 2 goroutines", k, iters)
 	}
 }
