@@ -15,8 +15,9 @@ import (
 //	  + VNNI                          Q8_0/Q4_0: VPDPBUSD          "avx512-vnni"
 //	                                  (Q8_0 also over PanelQ8_0 panels)
 //	  + VNNI + AMX-TILE/INT8          PanelQ8_0/PanelQ4_0 batches:  "avx512-amx"
-//	    (the OS granting AMX)         TDPBSSD tiles; Q4_0 row-major
-//	                                  and the rest as the AVX2 set
+//	    (the OS granting AMX)         TDPBSSD tiles (row-major batches
+//	                                  through panels in scratch); the
+//	                                  rest: Q8_0 as VNNI, Q4_0 as AVX2
 //	  without VNNI                    Q8_0/Q4_0: the AVX2 kernels  "avx512"
 //	AVX2 + FMA + F16C                 all five: 256-bit assembly   "avx2"
 //	                                  (Q8_0/Q4_0 also over PanelQ8_0/PanelQ4_0)
@@ -53,8 +54,8 @@ func selectMatrix(c isaLevel) {
 			implName = "avx512-vnni"
 		}
 		if c >= isaAMX && cpuAMX && amxOK() {
-			matQ8_0PanelImpl = matQ8_0AMXPanel
-			matQ4_0ActImpl, matQ4_0PanelImpl, q4Major, majorGroup = matQ4_0AVX2, matQ4_0AMXPanel, true, 16
+			matQ8_0ActImpl, matQ8_0PanelImpl = matQ8_0AMX, matQ8_0AMXPanel
+			matQ4_0ActImpl, matQ4_0PanelImpl, q4Major, majorGroup = matQ4_0AMX, matQ4_0AMXPanel, true, 16
 			implName = "avx512-amx"
 		}
 	case c >= isaAVX2 && cpuAVX2:

@@ -42,9 +42,10 @@
 //     (arch_prctl, asked once): one TDPBSSD takes the exact int32 block
 //     dots of 16 inputs × 16 rows, each then taking canon's float step, so
 //     its Q8_0 bits are the VNNI set's and its Q4_0 bits the AVX2 set's
-//     (Q4_0 row-major runs the AVX2 kernel there, and Q4_0 is laid out in
-//     panels). Calls of fewer than 16 inputs, and the inputs after the last
-//     whole group of 16, run the VNNI Q8_0 (AVX2 Q4_0) panel kernels; the
+//     (Q4_0 is laid out in panels there; row-major batches are copied
+//     into panels in scratch, a row block at a time, and take the tiles
+//     too). Calls of fewer than 16 inputs, and the inputs after the last
+//     whole group of 16, run the VNNI Q8_0 (AVX2 Q4_0) kernels; the
 //     activations are grouped by 16 (actQ8.gw) under this set. Each
 //     assembly call configures and releases the tiles itself.
 //   - On arm64 (dispatch_arm64.go, `arm64 && !purego`) the same kernels are

@@ -96,6 +96,58 @@ func matQ4_0AMXPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi i
 	matPanel(dst, w, xq, n, rows, cols, lo, hi, q4Blk, matQ4_0AVX2, q4AMXPanels)
 }
 
+// matQ8_0AMX computes output rows [lo,hi) of a row-major Q8_0 weight (the
+// mmap and ssd tiers): batches of amxMinN inputs or more copy each row
+// block into panels in scratch and run the tiles over it (the same bits,
+// for one pass over the block), the rest the VNNI row-major kernel.
+func matQ8_0AMX(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	amxRowMajor(dst, w, xq, n, rows, cols, lo, hi, q8Blk, matQ8_0VNNI, panelizeQ8, q8AMXPanels)
+}
+
+// matQ4_0AMX is matQ8_0AMX for Q4_0, the rest on the AVX2 kernel.
+func matQ4_0AMX(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
+	amxRowMajor(dst, w, xq, n, rows, cols, lo, hi, q4Blk, matQ4_0AVX2, panelizeQ4, q4AMXPanels)
+}
+
+// amxRowMajor runs tiles (q8AMXPanels or q4AMXPanels) over the whole
+// panels of rows [lo,hi) of a row-major weight of blk-byte blocks, each
+// row block laid out by panelize in scratch, and rowMajor over the rest
+// (and over everything when n < amxMinN).
+func amxRowMajor(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi, blk int,
+	rowMajor func(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int),
+	panelize func(dst, src []byte, nb int),
+	tiles func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) {
+	nb := cols / tile
+	if n < amxMinN || hi-lo < PanelRows || nb == 0 {
+		rowMajor(dst, w, xq, n, rows, cols, lo, hi)
+		return
+	}
+	rb := nb * blk
+	// The assembly trusts its pointers: everything the tiles touch,
+	// checked once.
+	xb := xq.blocks()
+	_ = w[hi*rb-1]
+	_ = dst[(n-1)*rows+hi-1]
+	last := xq.majorAt(n-1, nb-1, nb)
+	_ = xb[(last+1)*tile-1]
+	_ = xq.sb[last]
+	_ = xq.db[last]
+	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
+	full := lo + (hi-lo)/PanelRows*PanelRows
+	tmp := getPanelScratch(min(step, full-lo) * rb)
+	for r0 := lo; r0 < full; r0 += step {
+		r1 := min(r0+step, full)
+		for p := r0; p < r1; p += PanelRows {
+			panelize(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
+		}
+		tiles(dst, rows, tmp[:(r1-r0)*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
+	}
+	putPanelScratch(tmp)
+	if full < hi {
+		rowMajor(dst, w, xq, n, rows, cols, full, hi)
+	}
+}
+
 // q8AMXPanels computes output rows [r0, r0+16·np) from the np Q8_0 panels
 // at w for every input: the whole groups of 16 on the tile unit, the rest
 // by the VNNI tiles of 8, 4 and 1.

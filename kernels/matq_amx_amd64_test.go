@@ -75,7 +75,7 @@ func TestMatQ8_0AMX(t *testing.T) {
 	defer setISA(isaCap)
 	setISA(isaAMX) // activation groups of 16
 	r := rand.New(rand.NewPCG(33, 34))
-	checkQ8_0Kernels(t, r, matQ8_0VNNI, matQ8_0AMXPanel)
+	checkQ8_0Kernels(t, r, matQ8_0AMX, matQ8_0AMXPanel)
 	for _, s := range [][2]int{{48, 96}, {33, 768}} {
 		rows, cols := s[0], s[1]
 		w := randomQ8_0(r, rows, cols)
@@ -87,7 +87,7 @@ func TestMatQ8_0AMX(t *testing.T) {
 			if testing.Short() && n%3 != 0 && n != 40 {
 				continue
 			}
-			checkSpans(t, canonQ8_0, matQ8_0VNNI, matQ8_0AMXPanel, w, pw, PanelQ8_0, q8Acts(r, n, cols), n, rows, cols, 0)
+			checkSpans(t, canonQ8_0, matQ8_0AMX, matQ8_0AMXPanel, w, pw, PanelQ8_0, q8Acts(r, n, cols), n, rows, cols, 0)
 		}
 	}
 }
@@ -123,7 +123,7 @@ func TestMatQ4_0AMX(t *testing.T) {
 					if cols >= 768 && n > 17 && rows > 17 {
 						continue
 					}
-					checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, special), n, rows, cols, blk)
+					checkSpans(t, canonQ4_0, matQ4_0AMX, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, special), n, rows, cols, blk)
 				}
 			}
 		}
@@ -136,7 +136,7 @@ func TestMatQ4_0AMX(t *testing.T) {
 		t.Fatal(err)
 	}
 	for n := 1; n <= 40; n++ {
-		checkSpans(t, canonQ4_0, matQ4_0AVX2, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, true), n, rows, cols, 0)
+		checkSpans(t, canonQ4_0, matQ4_0AMX, matQ4_0AMXPanel, w, pw, PanelQ4_0, q4MajorActs(r, n, cols, true), n, rows, cols, 0)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestAMXDispatch(t *testing.T) {
 		t.Fatalf("under avx512-amx: Impl %q level %v", Impl(), level)
 	}
 	if !same(matQ8_0PanelImpl, matQ8_0AMXPanel) || !same(matQ4_0PanelImpl, matQ4_0AMXPanel) ||
-		!same(matQ8_0ActImpl, matQ8_0VNNI) || !same(matQ4_0ActImpl, matQ4_0AVX2) || !q8Major || !q4Major {
+		!same(matQ8_0ActImpl, matQ8_0AMX) || !same(matQ4_0ActImpl, matQ4_0AMX) || !q8Major || !q4Major {
 		t.Error("the AMX set's kernels are not installed")
 	}
 	if !Panels(tensor.Q4_0) || !Repackable(tensor.Q4_0, 16, 32) {
