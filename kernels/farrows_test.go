@@ -74,7 +74,9 @@ func TestDecodeFarRowsBits(t *testing.T) {
 			switch c.dt {
 			case tensor.Q8_0, tensor.Q4_0:
 				defer func(v bool) { q8Major = v }(q8Major)
-				q8Major = true // the VNNI layout, whatever SLUICE_ISA installed
+				defer func(v bool) { q4Major = v }(q4Major)
+				q8Major = true  // the VNNI layout, whatever SLUICE_ISA installed
+				q4Major = false // the VNNI Q4_0 pair layout (the AMX set installs q4Major)
 				var xq actQ8
 				xq.quantize(x, 1, c.cols, c.dt)
 				if c.dt == tensor.Q8_0 {

@@ -147,7 +147,7 @@ func TestAMXDispatch(t *testing.T) {
 	defer setISA(isaCap)
 	setISA(isaAMX)
 	same := func(a, b actKernel) bool { return fmt.Sprintf("%p", a) == fmt.Sprintf("%p", b) }
-	if Impl() != "avx512-amx" || level != isaAVX512 {
+	if implName != "avx512-amx" || level != isaAVX512 {
 		t.Fatalf("under avx512-amx: Impl %q level %v", Impl(), level)
 	}
 	if !same(matQ8_0PanelImpl, matQ8_0AMXPanel) || !same(matQ4_0PanelImpl, matQ4_0AMXPanel) ||
@@ -158,7 +158,7 @@ func TestAMXDispatch(t *testing.T) {
 		t.Error("the AMX set does not lay out Q4_0 in panels")
 	}
 	setISA(isaAVX512)
-	if Impl() != "avx512-vnni" || !same(matQ8_0PanelImpl, matQ8_0VNNIPanel) {
+	if implName != "avx512-vnni" || !same(matQ8_0PanelImpl, matQ8_0VNNIPanel) {
 		t.Errorf("SLUICE_ISA=avx512 on an AMX machine: Impl %q", Impl())
 	}
 }
