@@ -48,13 +48,13 @@ test-simd:
 # test-kernels: the kernel tests once per instruction-set cap (SLUICE_ISA), so
 # an AVX-512 machine also runs the AVX2 and generic kernels; it prints which
 # kernel set each run tested and every set it could not (CPU or build).
-ISAS ?= avx512 avx2 generic
+ISAS ?= avx512-amx avx512 avx2 generic
 test-kernels:
 	@for isa in $(ISAS); do \
 		out=$$(SLUICE_ISA=$$isa $(GO) test -count=1 -v ./kernels/... 2>&1) || \
 			{ echo "$$out" | grep -v '^=== \|--- PASS\|^PASS$$'; echo "kernels: SLUICE_ISA=$$isa FAILED"; exit 1; }; \
 		echo "$$out" | grep -o 'kernels: SLUICE_ISA=.*'; \
-		echo "$$out" | grep -o 'SKIP [a-z0-9]* .*' | sort -u | sed 's/^/  /'; \
+		echo "$$out" | grep -o 'SKIP [a-z0-9-]* .*' | sort -u | sed 's/^/  /'; \
 	done
 
 # test-arm64: the kernel tests built for GOARCH=arm64 and run under qemu-user

@@ -29,7 +29,7 @@ type actQ8 struct {
 
 	// xb, sb and db serve the amd64 Q8_0 and Q4_0 kernels (q8Major,
 	// q4Major set by the selector; the arm64 ones read q and d): the
-	// inputs in groups of gw = min(n, 8), each group's blocks in
+	// inputs in groups of gw = min(n, majorGroup), each group's blocks in
 	// block-major order, input i's block b at index
 	// (i/gw)·nb·gw + b·gw + i%gw (majorAt): xb its 32 values (a copy of q
 	// when n > 1; with one input q is already in this order), sb −128·Σ of
@@ -88,7 +88,7 @@ func (a *actQ8) prepare(n, cols int, t tensor.DType) {
 	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, nb)
 	if t == tensor.Q8_0 && q8Major || t == tensor.Q4_0 && q4Major {
-		a.n, a.gw = n, min(n, 8)
+		a.n, a.gw = n, min(n, majorGroup)
 		padded := (n + a.gw - 1) / a.gw * a.gw // the last group's unused slots
 		if n > 1 {
 			a.xb = grow(a.xb, padded*cols)
@@ -133,6 +133,10 @@ func roundScalesF16(d []float32) {
 // q8Major and q4Major are set by the selector when the Q8_0 (Q4_0)
 // kernels read actQ8's block-major fields (xb, sb, db) rather than q and d.
 var q8Major, q4Major = false, false
+
+// majorGroup is the most inputs in a group of the block-major layout: 8,
+// or 16 under the AMX set, whose A tiles are 16 inputs' blocks.
+var majorGroup = 8
 
 // majorAt is the index of input i's block b in xb, sb and db (nb blocks
 // per input).

@@ -28,12 +28,26 @@
 //     output element's operation order depends only on the shapes (and the
 //     kernel set), never on n or the thread split. Building with the
 //     `purego` tag excludes them. Impl names the set in use ("generic",
-//     "avx2", "avx512", "avx512-vnni"; on arm64 "neon", "neon-dotprod").
-//   - The environment variable SLUICE_ISA (generic, avx2 or avx512 on amd64;
-//     generic, neon or neon-dotprod on arm64), read once at init, caps what
-//     the selector may pick, so the narrower sets can be run and measured on
-//     a wider machine; tests reselect with every cap the CPU allows
-//     (TestKernelSets).
+//     "avx2", "avx512", "avx512-vnni", "avx512-amx"; on arm64 "neon",
+//     "neon-dotprod").
+//   - The environment variable SLUICE_ISA (generic, avx2, avx512 or
+//     avx512-amx on amd64; generic, neon or neon-dotprod on arm64), read
+//     once at init, caps what the selector may pick, so the narrower sets
+//     can be run and measured on a wider machine; tests reselect with every
+//     cap the CPU allows (TestKernelSets). SLUICE_ISA=avx512 is the VNNI
+//     set on a CPU with AMX.
+//   - "avx512-amx" (matq_amx_amd64.go) is the VNNI set with AMX-INT8 tile
+//     kernels for batches over PanelQ8_0 and PanelQ4_0 weights, where the
+//     CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state
+//     (arch_prctl, asked once): one TDPBSSD takes the exact int32 block
+//     dots of 16 inputs × 16 rows, each then taking canon's float step, so
+//     its Q8_0 bits are the VNNI set's and its Q4_0 bits the AVX2 set's
+//     (Q4_0 is laid out in panels there; row-major batches are copied
+//     into panels in scratch, a row block at a time, and take the tiles
+//     too). Calls of fewer than 16 inputs, and the inputs after the last
+//     whole group of 16, run the VNNI Q8_0 (AVX2 Q4_0) kernels; the
+//     activations are grouped by 16 (actQ8.gw) under this set. Each
+//     assembly call configures and releases the tiles itself.
 //   - On arm64 (dispatch_arm64.go, `arm64 && !purego`) the same kernels are
 //     NEON assembly: the five matrix products, the Q4_K/Q5_K/Q6_K products
 //     over Q8_K activations (matqk_arm64.go: the amd64 sets' arithmetic and

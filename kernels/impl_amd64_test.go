@@ -16,8 +16,11 @@ var wantImpl = func() string {
 	c := os.Getenv("SLUICE_ISA")
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 	avx512 := avx2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
+	amx := avx512 && cpu.X86.HasAVX512VNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && amxGranted()
 	switch {
-	case avx512 && (c == "" || c == "avx512"):
+	case amx && (c == "" || c == "avx512-amx"):
+		return withArchsimd("avx512-amx")
+	case avx512 && (c == "" || c == "avx512" || c == "avx512-amx"):
 		if cpu.X86.HasAVX512VNNI {
 			return withArchsimd("avx512-vnni")
 		}

@@ -16,19 +16,25 @@ const (
 	isaGeneric isaLevel = iota // portable Go, bit-identical to kernels/ref
 	isaAVX2                    // amd64: AVX2 + FMA + F16C (256-bit)
 	isaAVX512                  // amd64: AVX-512 F/BW/VL/DQ (+ VNNI where present)
+	isaAMX                     // amd64: AVX-512 VNNI + AMX-INT8 tiles for Q8_0/Q4_0 panel batches
 
 	isaNEON    = isaAVX2   // arm64: ASIMD (NEON), integer dots by SMULL/SADALP
 	isaDotProd = isaAVX512 // arm64: ASIMD with the dot-product extension (SDOT)
-	isaTop     = isaAVX512 // the widest level on every architecture
 )
+
+// The AMX set changes only the matrix products: the row-wise kernels
+// check level == isaAVX512, which it keeps (dispatch_amd64.go).
 
 // isaNames are this architecture's names of the levels, generic first.
 var isaNames = func() []string {
 	if runtime.GOARCH == "arm64" {
 		return []string{isaGeneric: "generic", isaNEON: "neon", isaDotProd: "neon-dotprod"}
 	}
-	return []string{isaGeneric: "generic", isaAVX2: "avx2", isaAVX512: "avx512"}
+	return []string{isaGeneric: "generic", isaAVX2: "avx2", isaAVX512: "avx512", isaAMX: "avx512-amx"}
 }()
+
+// isaTop is the widest level of this architecture (no cap).
+var isaTop = isaLevel(len(isaNames) - 1)
 
 func (l isaLevel) String() string { return isaNames[l] }
 
@@ -46,9 +52,9 @@ func parseISA(s string) (isaLevel, error) {
 }
 
 // isaCap is the widest instruction set dispatch may pick, from the
-// environment variable SLUICE_ISA (generic, avx2 or avx512 on amd64;
-// generic, neon or neon-dotprod on arm64), read once when
-// the package initializes. It exists so that the narrower kernel sets can be
+// environment variable SLUICE_ISA (generic, avx2, avx512 or avx512-amx
+// on amd64; generic, neon or neon-dotprod on arm64), read once when the
+// package initializes. It exists so that the narrower kernel sets can be
 // run and measured on a machine that has the wider ones. A value it does not
 // know stops the program: a misspelt cap that silently measured the wrong
 // kernels would be worse.
@@ -86,6 +92,6 @@ func setISA(c isaLevel) {
 }
 
 // ISANames are the values SLUICE_ISA accepts on this architecture,
-// narrowest first (generic, avx2, avx512 on amd64; generic, neon,
+// narrowest first (generic, avx2, avx512, avx512-amx on amd64; generic, neon,
 // neon-dotprod on arm64).
 func ISANames() []string { return append([]string(nil), isaNames...) }

@@ -54,7 +54,8 @@ func q4VNNIWeight(r *rand.Rand, rows, cols int, special, raw bool) []byte {
 	return w
 }
 
-// q4VNNIActs quantizes n random rows of cols values: N(0,1) with, per block,
+// q4VNNIActs quantizes n random rows of cols values in the VNNI Q4_0
+// kernel's pair layout: N(0,1) with, per block,
 // a chance of all zeros, a huge scale (dw·dx overflows to Inf), a tiny one
 // (subnormal dx), or a NaN/Inf value (dx = NaN) when special.
 func q4VNNIActs(r *rand.Rand, n, cols int, special bool) *actQ8 {
@@ -84,6 +85,8 @@ func q4VNNIActs(r *rand.Rand, n, cols int, special bool) *actQ8 {
 			blk[r.IntN(tile)] = float32(math.Inf(-1))
 		}
 	}
+	defer func(v bool) { q4Major = v }(q4Major)
+	q4Major = false // the VNNI kernel's pair layout, whatever set is installed
 	a := new(actQ8)
 	a.quantize(x, n, cols, tensor.Q4_0)
 	return a
