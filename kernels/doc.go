@@ -41,11 +41,11 @@
 //     CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state
 //     (arch_prctl, asked once): one TDPBSSD takes the exact int32 block
 //     dots of 16 inputs × 16 rows, each then taking canon's float step, so
-//     its Q8_0 bits are the VNNI set's and its Q4_0 bits the AVX2 set's
-//     (Q4_0 is laid out in panels there; row-major batches are copied
+//     its Q8_0 and Q4_0 bits are the VNNI and AVX2 sets' (Q4_0 is laid
+//     out in panels there as on those sets; row-major batches are copied
 //     into panels in scratch, a row block at a time, and take the tiles
 //     too). Calls of fewer than 16 inputs, and the inputs after the last
-//     whole group of 16, run the VNNI Q8_0 (AVX2 Q4_0) kernels; the
+//     whole group of 16, run the VNNI set's kernels; the
 //     activations are grouped by 16 (actQ8.gw) under this set. Each
 //     assembly call configures and releases the tiles itself.
 //   - On arm64 (dispatch_arm64.go, `arm64 && !purego`) the same kernels are
