@@ -48,9 +48,14 @@ func matQ4_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 // q4VNNIPanels computes output rows [r0, r0+16·np) from the np panels at
 // wp for every input: tiles of eight inputs, then four, then one at a time.
 func q4VNNIPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
+	q4VNNIPanelsFrom(dst, rows, w, np, nb, xq, n, r0, 0)
+}
+
+// q4VNNIPanelsFrom is q4VNNIPanels for the inputs from i on (a group's
+// first input: the AMX set hands over the inputs after its tiles).
+func q4VNNIPanelsFrom(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0, i int) {
 	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
 	s4 := xq.s4[:len(xq.sb)] // sb's extent, which matPanel checked
-	i := 0
 	for ; i+8 <= n; i += 8 {
 		k := xq.majorAt(i, 0, nb)
 		q4Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)

@@ -82,8 +82,13 @@ func matQ8_0VNNIPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi 
 // q8VNNIPanels computes output rows [r0, r0+16·np) from the np panels at
 // wp for every input: tiles of eight inputs, then four, then one at a time.
 func q8VNNIPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0 int) {
+	q8VNNIPanelsFrom(dst, rows, w, np, nb, xq, n, r0, 0)
+}
+
+// q8VNNIPanelsFrom is q8VNNIPanels for the inputs from i on (a group's
+// first input: the AMX set hands over the inputs after its tiles).
+func q8VNNIPanelsFrom(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0, i int) {
 	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
-	i := 0
 	for ; i+8 <= n; i += 8 {
 		k := xq.majorAt(i, 0, nb)
 		q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)

@@ -156,22 +156,7 @@ func q8AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0
 		q8VNNIPanels(dst, rows, w, np, nb, xq, n, r0)
 		return
 	}
-	i := amxTiles(amxQ8Panels, dst, rows, w, np, nb, xq, n, r0)
-	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
-	if i+8 <= n {
-		k := xq.majorAt(i, 0, nb)
-		q8Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-		i += 8
-	}
-	if i+4 <= n {
-		k := xq.majorAt(i, 0, nb)
-		q8Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-		i += 4
-	}
-	for ; i < n; i++ {
-		k := xq.majorAt(i, 0, nb)
-		q8Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &xq.sb[k], &xq.db[k], gw)
-	}
+	q8VNNIPanelsFrom(dst, rows, w, np, nb, xq, n, r0, amxTiles(amxQ8Panels, dst, rows, w, np, nb, xq, n, r0))
 }
 
 // q4AMXPanels is q8AMXPanels for Q4_0 panels, the rest by the VNNI Q4_0
@@ -181,23 +166,7 @@ func q4AMXPanels(dst []float32, rows int, w []byte, np, nb int, xq *actQ8, n, r0
 		q4VNNIPanels(dst, rows, w, np, nb, xq, n, r0)
 		return
 	}
-	i := amxTiles(amxQ4Panels, dst, rows, w, np, nb, xq, n, r0)
-	xb, gw, wp := xq.blocks(), xq.gw, &w[0]
-	s4 := xq.s4[:len(xq.sb)] // sb's extent, which matPanel checked
-	if i+8 <= n {
-		k := xq.majorAt(i, 0, nb)
-		q4Panel8(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
-		i += 8
-	}
-	if i+4 <= n {
-		k := xq.majorAt(i, 0, nb)
-		q4Panel4(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
-		i += 4
-	}
-	for ; i < n; i++ {
-		k := xq.majorAt(i, 0, nb)
-		q4Panel1(&dst[i*rows+r0], rows, wp, np, nb, &xb[k*tile], &s4[k], &xq.db[k], gw)
-	}
+	q4VNNIPanelsFrom(dst, rows, w, np, nb, xq, n, r0, amxTiles(amxQ4Panels, dst, rows, w, np, nb, xq, n, r0))
 }
 
 // amxTiles runs k (amxQ8Panels or amxQ4Panels) over the np panels at w
