@@ -2,6 +2,8 @@
 
 package kernels
 
+import "github.com/sluicehq/sluice/tensor"
+
 // The AVX2 Q4_0 kernels (AVX2 + FMA + F16C, no VNNI), for both weight
 // layouts, in matq4_avx2_amd64.s. Per output (weight row r, input i) one
 // order, whatever the layout, kernel, tile or thread split:
@@ -66,18 +68,7 @@ func matQ4_0Rows(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
 	_ = xq.sb[last]
 	_ = xq.db[last]
 	if n >= 4 && hi-lo >= PanelRows {
-		step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
-		full := lo + (hi-lo)/PanelRows*PanelRows
-		tmp := getPanelScratch(min(step, full-lo) * rb)
-		for r0 := lo; r0 < full; r0 += step {
-			r1 := min(r0+step, full)
-			for p := r0; p < r1; p += PanelRows {
-				panelizeQ4(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
-			}
-			panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
-		}
-		putPanelScratch(tmp)
-		lo = full
+		lo = scratchPanels(tensor.Q4_0, dst, w, xq, n, rows, lo, hi, nb, rb, panels)
 	}
 	xs, ss := xq.gw*tile, 4*xq.gw
 	sc := &quantScaleTable()[0]

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "github.com/sluicehq/sluice/tensor"
+
 // The AVX2 Q8_0 kernels (AVX2 + FMA + F16C, no VNNI: what an AVX2-only
 // x86 CPU has), for both weight layouts, in matq8_avx2_amd64.s. They give
 // every output the VNNI set's order (matq8_vnni_amd64.go), so the AVX2, the
@@ -49,20 +51,8 @@ func matQ8_0AVX2(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) 
 	last := xq.majorAt(n-1, nb-1, nb) // the largest index of the call
 	_ = xb[(last+1)*tile-1]
 	_ = xq.db[last]
-	if n >= 4 && hi-lo >= PanelRows {
-		// Whole panels from scratch, the rest by rows below.
-		step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
-		full := lo + (hi-lo)/PanelRows*PanelRows
-		tmp := getPanelScratch(min(step, full-lo) * rb)
-		for r0 := lo; r0 < full; r0 += step {
-			r1 := min(r0+step, full)
-			for p := r0; p < r1; p += PanelRows {
-				panelizeQ8(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
-			}
-			q8AVX2Panels(dst, rows, tmp, (r1-r0)/PanelRows, nb, xq, n, r0)
-		}
-		putPanelScratch(tmp)
-		lo = full
+	if n >= 4 && hi-lo >= PanelRows { // whole panels from scratch, the rest by rows below
+		lo = scratchPanels(tensor.Q8_0, dst, w, xq, n, rows, lo, hi, nb, rb, q8AVX2Panels)
 	}
 	xs, ss := xq.gw*tile, 4*xq.gw
 	sc := &quantScaleTable()[0]

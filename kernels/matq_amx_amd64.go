@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/sluicehq/sluice/tensor"
 )
 
 // The AMX-INT8 panel kernels ("avx512-amx": the VNNI set with these for
@@ -101,28 +103,27 @@ func matQ4_0AMXPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi i
 // block into panels in scratch and run the tiles over it (the same bits,
 // for one pass over the block), the rest the VNNI row-major kernel.
 func matQ8_0AMX(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	amxRowMajor(dst, w, xq, n, rows, cols, lo, hi, q8Blk, matQ8_0VNNI, panelizeQ8, q8AMXPanels)
+	amxRowMajor(tensor.Q8_0, dst, w, xq, n, rows, cols, lo, hi, matQ8_0VNNI, q8AMXPanels)
 }
 
 // matQ4_0AMX is matQ8_0AMX for Q4_0, the rest on the VNNI kernel.
 func matQ4_0AMX(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {
-	amxRowMajor(dst, w, xq, n, rows, cols, lo, hi, q4Blk, matQ4_0VNNI, panelizeQ4, q4AMXPanels)
+	amxRowMajor(tensor.Q4_0, dst, w, xq, n, rows, cols, lo, hi, matQ4_0VNNI, q4AMXPanels)
 }
 
 // amxRowMajor runs tiles (q8AMXPanels or q4AMXPanels) over the whole
-// panels of rows [lo,hi) of a row-major weight of blk-byte blocks, each
-// row block laid out by panelize in scratch, and rowMajor over the rest
-// (and over everything when n < amxMinN).
-func amxRowMajor(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi, blk int,
+// panels of rows [lo,hi) of a row-major weight of type t, laid out in
+// scratch a row block at a time (scratchPanels), and rowMajor over the
+// rest (and over everything when n < amxMinN).
+func amxRowMajor(t tensor.DType, dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int,
 	rowMajor func(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int),
-	panelize func(dst, src []byte, nb int),
 	tiles func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) {
 	nb := cols / tile
 	if n < amxMinN || hi-lo < PanelRows || nb == 0 {
 		rowMajor(dst, w, xq, n, rows, cols, lo, hi)
 		return
 	}
-	rb := nb * blk
+	rb := nb * t.BlockBytes()
 	// The assembly trusts its pointers: everything the tiles touch,
 	// checked once.
 	xb := xq.blocks()
@@ -132,18 +133,7 @@ func amxRowMajor(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi, blk 
 	_ = xb[(last+1)*tile-1]
 	_ = xq.sb[last]
 	_ = xq.db[last]
-	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
-	full := lo + (hi-lo)/PanelRows*PanelRows
-	tmp := getPanelScratch(min(step, full-lo) * rb)
-	for r0 := lo; r0 < full; r0 += step {
-		r1 := min(r0+step, full)
-		for p := r0; p < r1; p += PanelRows {
-			panelize(tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
-		}
-		tiles(dst, rows, tmp[:(r1-r0)*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
-	}
-	putPanelScratch(tmp)
-	if full < hi {
+	if full := scratchPanels(t, dst, w, xq, n, rows, lo, hi, nb, rb, tiles); full < hi {
 		rowMajor(dst, w, xq, n, rows, cols, full, hi)
 	}
 }

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "github.com/sluicehq/sluice/tensor"
+
 // matPanel is what the panel kernels' entry points share: output rows
 // [lo,hi) of a panel weight of blk-byte blocks (lo and hi on panel edges,
 // or hi = rows). The rows after the last whole panel are row-major and go
@@ -40,4 +42,26 @@ func matPanel(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi, blk int
 		r1 := min(r0+step, hi)
 		tiles(dst, rows, w[r0*rb:r1*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
 	}
+}
+
+// scratchPanels runs tiles over the whole panels of rows [lo,hi) of a
+// row-major weight of type t (Q8_0 or Q4_0, rb bytes a row), each row
+// block of them laid out by panelize in a scratch first, and returns where
+// the whole panels end: the row-major kernels' way to the panel kernels'
+// speed for batches, at the cost of one pass over each block. The caller
+// has checked the bounds of w, dst and xq.
+func scratchPanels(t tensor.DType, dst []float32, w []byte, xq *actQ8, n, rows, lo, hi, nb, rb int,
+	tiles func(dst []float32, rows int, wp []byte, np, nb int, xq *actQ8, n, r0 int)) int {
+	step := max(1, rowBlockBytes/(PanelRows*rb)) * PanelRows
+	full := lo + (hi-lo)/PanelRows*PanelRows
+	tmp := getPanelScratch(min(step, full-lo) * rb)
+	for r0 := lo; r0 < full; r0 += step {
+		r1 := min(r0+step, full)
+		for p := r0; p < r1; p += PanelRows {
+			panelize(t, tmp[(p-r0)*rb:(p-r0+PanelRows)*rb], w[p*rb:(p+PanelRows)*rb], nb)
+		}
+		tiles(dst, rows, tmp[:(r1-r0)*rb], (r1-r0)/PanelRows, nb, xq, n, r0)
+	}
+	putPanelScratch(tmp)
+	return full
 }
