@@ -56,8 +56,11 @@ var cpuAMX = cpuVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8
 var amxOK = sync.OnceValue(func() bool { return cpuAMX && amxPermit() })
 
 // amxMinN is the fewest inputs of a call that go to the tile unit: one
-// whole group. At 16 inputs the tiles ran Q8_0 at 0.96–1.07× the VNNI
-// panel kernel and Q4_0 at 2.6–2.7× the AVX2 one, the fallback then (bench/RESULTS.md).
+// whole group. Against the VNNI panel kernels, which take the smaller calls
+// (BenchmarkAMXPanels, Sapphire Rapids, 1 thread, two runs), 16 inputs ran
+// Q8_0 at 0.83–0.88× (0.96–1.07× in an earlier session run) and Q4_0 at
+// 1.0–1.2×; 32 inputs Q8_0 at 1.1–1.4× and Q4_0 at 1.35–1.4×; 128 inputs
+// 1.6× and 1.5–1.6×. Within the noise of those figures 16 was kept.
 var amxMinN = 16
 
 // amxPanelByPanel is the most tile inputs for which amxTiles calls the

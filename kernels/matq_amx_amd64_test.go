@@ -93,7 +93,7 @@ func TestMatQ8_0AMX(t *testing.T) {
 }
 
 // TestMatQ4_0AMX holds the AMX Q4_0 panel kernel to canonQ4_0's bits (the
-// AVX2 kernels') on every shape, span and row block of TestMatQ4_0AVX2's
+// VNNI and AVX2 kernels') on every shape, span and row block of TestMatQ4_0AVX2's
 // set with special scales, nibble patterns and activations, and n = 1…40.
 func TestMatQ4_0AMX(t *testing.T) {
 	skipNoAMX(t)
@@ -164,7 +164,7 @@ func TestAMXDispatch(t *testing.T) {
 }
 
 // BenchmarkAMXPanels runs the Q8_0 and Q4_0 panel kernels one thread, AMX
-// against the VNNI Q8_0 (AVX2 Q4_0) ones, on the 110m shapes, in G
+// against the VNNI Q8_0 and Q4_0 ones, on the 110m shapes, in G
 // multiply-adds per second of the thread's CPU time (threadCPU: the
 // machine may be shared).
 func BenchmarkAMXPanels(b *testing.B) {
@@ -200,7 +200,7 @@ func BenchmarkAMXPanels(b *testing.B) {
 					xq.quantize(x, n, cols, tensor.Q8_0) // q8Major: the selected set's layout
 				} else {
 					xq = q4MajorActs(r, n, cols, false)
-					amx, base = matQ4_0AMXPanel, matQ4_0AVX2Panel
+					amx, base = matQ4_0AMXPanel, matQ4_0VNNIPanel
 				}
 				dst := make([]float32, n*rows)
 				for _, k := range []struct {
