@@ -154,8 +154,10 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// BenchmarkFloatAVX2Prefill is one 128-token prompt through a 110M model's
-// three matrix shapes (768×768, 2048×768 FFN up, 768×2048 FFN down) with
+// BenchmarkFloatAVX2Prefill is one 128-token prompt through a 15M and a
+// 110M model's three matrix shapes (dim², FFN up, FFN down: 288 and 768
+// wide, where a 15M's 288-element rows leave the tiles' fixed cost the
+// largest share) with
 // the AVX2 F32, F16 and BF16 kernels, single-threaded. GFLOP/s is per
 // second of the thread's CPU time (see threadCPU), 2·n·rows·cols per call;
 // compare it with BenchmarkFMAPeakAVX2's in the same run.
@@ -165,7 +167,7 @@ func BenchmarkFloatAVX2Prefill(b *testing.B) {
 	}
 	const n = 128
 	for _, fk := range tileFloatKinds {
-		for _, shp := range [][2]int{{768, 768}, {2048, 768}, {768, 2048}} {
+		for _, shp := range [][2]int{{288, 288}, {768, 288}, {288, 768}, {768, 768}, {2048, 768}, {768, 2048}} {
 			rows, cols := shp[0], shp[1]
 			b.Run(fmt.Sprintf("%s/%dx%d/n=%d", fk.name, rows, cols, n), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))

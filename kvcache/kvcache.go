@@ -418,15 +418,53 @@ func (c *Cache) takePage() int32 {
 	c.free = c.free[:len(c.free)-1]
 	c.ref[p] = 1
 	if c.k[0][p] == nil && c.res == nil {
-		w := c.pageW
-		buf := make([]float32, 2*c.o.Layers*w)
-		for l := range c.k {
-			c.k[l][p] = buf[:w:w]
-			c.v[l][p] = buf[w : 2*w : 2*w]
-			buf = buf[2*w:]
-		}
+		c.setBuffers(p, make([]float32, 2*c.o.Layers*c.pageW))
 	}
 	return p
+}
+
+// setBuffers makes buf (2·Layers·pageW floats) page p's keys and values in
+// every layer.
+func (c *Cache) setBuffers(p int32, buf []float32) {
+	w := c.pageW
+	for l := range c.k {
+		c.k[l][p] = buf[:w:w]
+		c.v[l][p] = buf[w : 2*w : 2*w]
+		buf = buf[2*w:]
+	}
+}
+
+// Reserve allocates the memory of the next n pages the cache hands out (at
+// most every page) and writes it once, so that the first passes neither
+// allocate nor fault those pages in: llama.cpp allocates and clears its
+// whole KV buffer when a context is created, and this is that for the pages
+// a first step needs (sched reserves one step's worth), not for the whole
+// pool, which stays allocated on first use. Pages that already have memory
+// are skipped. Under a budget pages are frames of the resident set and it
+// does nothing.
+func (c *Cache) Reserve(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.res != nil {
+		return
+	}
+	var want []int32
+	for i := len(c.free) - 1; i >= 0 && len(want) < n; i-- {
+		if p := c.free[i]; c.k[0][p] == nil {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	per := 2 * c.o.Layers * c.pageW
+	slab := make([]float32, len(want)*per)
+	// A fresh span from the OS is not written by make; clearing it faults
+	// its pages in now rather than in the first pass's Put.
+	clear(slab)
+	for i, p := range want {
+		c.setBuffers(p, slab[i*per:(i+1)*per:(i+1)*per])
+	}
 }
 
 // release drops one reference to page p. c.mu held.

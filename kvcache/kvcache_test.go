@@ -1197,3 +1197,67 @@ func TestF16Bytes(t *testing.T) {
 		t.Errorf("f16 FrameBytes of 9-value pages = %d, want %d", got, 2*4*5)
 	}
 }
+
+// TestReserve checks that Reserve gives the next pages to be handed out
+// their memory, disjoint per page and layer, that it neither reallocates a
+// page that has memory nor runs past the pool, that it does nothing under a
+// budget, and that a reserved cache holds what a cache that allocates on
+// first use holds, for F32 and F16 pages.
+func TestReserve(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.F32, tensor.F16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			o := Options{Layers: 2, KVHeads: 1, HeadDim: 3, PageTokens: 2, MaxTokens: 10, DType: dt}
+			c, plain := mustNew(t, o), mustNew(t, o)
+			c.Reserve(2)
+			for p := range 5 {
+				if got, want := c.k[0][p] != nil, p < 2; got != want {
+					t.Fatalf("after Reserve(2): page %d has memory %v, want %v", p, got, want)
+				}
+			}
+			first := &c.k[1][0][0]
+			c.Reserve(100)
+			if &c.k[1][0][0] != first {
+				t.Error("Reserve reallocated a page that had memory")
+			}
+			seen := map[*float32]bool{}
+			for l := range 2 {
+				for p := range 5 {
+					for _, b := range [][]float32{c.k[l][p], c.v[l][p]} {
+						if len(b) != c.pageW || cap(b) != c.pageW || seen[&b[0]] {
+							t.Fatalf("layer %d page %d: buffer len %d cap %d (want %d), shared %v", l, p, len(b), cap(b), c.pageW, seen[&b[0]])
+						}
+						seen[&b[0]] = true
+					}
+				}
+			}
+			ctx := t.Context()
+			for _, cc := range []*Cache{c, plain} {
+				p, err := cc.Begin(ctx, linear(0, 0, 7))
+				must(t, err)
+				for l := range 2 {
+					k, v := make([]float32, 7*3), make([]float32, 7*3)
+					for i := range k {
+						k[i], v[i] = float32(i+l), -float32(i*l)
+					}
+					p.Layer(l).Put(k, v)
+				}
+				must(t, p.End())
+			}
+			for l := range 2 {
+				for p := range 4 {
+					if !slices.Equal(c.k[l][p], plain.k[l][p]) || !slices.Equal(c.v[l][p], plain.v[l][p]) {
+						t.Errorf("layer %d page %d differs from the cache that allocates on first use", l, p)
+					}
+				}
+			}
+		})
+	}
+	b := mustNew(t, Options{Layers: 1, KVHeads: 1, HeadDim: 2, PageTokens: 2, MaxTokens: 8, Budget: 96, SpillDir: t.TempDir()})
+	defer b.Close()
+	b.Reserve(4)
+	for p := range 4 {
+		if b.k[0][p] != nil {
+			t.Errorf("under a budget Reserve gave page %d memory", p)
+		}
+	}
+}

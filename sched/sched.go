@@ -178,6 +178,14 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sched: max_in_flight = %d × context = %d: %w", o.MaxSeqs, o.Context, err)
 	}
+	// The pages one step can fill (its rows over at most MaxSeqs sequences,
+	// each ending in a partial page) get their memory now, not in the first
+	// request's first step.
+	pt := ko.PageTokens
+	if pt == 0 {
+		pt = kvcache.DefaultPageTokens
+	}
+	kv.Reserve((o.MaxBatchTokens+pt-1)/pt + min(o.MaxSeqs, o.MaxBatchTokens) - 1)
 	s := &Scheduler{
 		o: o, KV: kv, vocab: a.Vocab,
 		space:   make(chan struct{}, 1),
