@@ -119,8 +119,11 @@ func AddRows(p *Pool, dst, a []float32, n int) {
 }
 
 // rowsDim is the row length of l floats in n rows; it panics unless they
-// divide evenly.
+// divide evenly. No rows of no floats is an empty call.
 func rowsDim(name string, l, n int) int {
+	if n == 0 && l == 0 {
+		return 0
+	}
 	if n <= 0 || l%n != 0 {
 		panic(fmt.Sprintf("kernels: %s: %d floats do not make %d rows", name, l, n))
 	}

@@ -102,6 +102,97 @@ func (r QKRoPE) Apply(pool *kernels.Pool, q, k []float32, pos []int32, n int) {
 	kernels.RoPERows(pool, k, pos, r.KVHeads, r.HeadDim, r.RopeDim, r.Base, r.Style)
 }
 
+// Outputs is the rows the last block computes past its KV writes: the
+// batch's Outputs when last is set and they are not every row, else nil
+// (every row). Only Head reads a block's output and Head reads only the
+// Outputs rows, so the last block may skip the others once their keys and
+// values are in the cache: a prompt chunk then runs the last block's
+// attention, output projection and feed-forward network for one row, not
+// for the whole chunk (llama.cpp's inp_out_ids does the same for the
+// feed-forward part). A row's values do not depend on which other rows a
+// kernel call holds, so this changes no bit of the logits; the rows left
+// out hold undefined values afterwards.
+func Outputs(st *State, last bool) []int32 {
+	if !last || len(st.Batch.Outputs) == st.Batch.Len() {
+		return nil
+	}
+	return st.Batch.Outputs
+}
+
+// GatherRows moves rows rows[j] of x (width floats each; rows ascending) to
+// row j, in place.
+func GatherRows(x []float32, width int, rows []int32) {
+	for j, r := range rows {
+		if int(r) != j {
+			copy(x[j*width:(j+1)*width], x[int(r)*width:(int(r)+1)*width])
+		}
+	}
+}
+
+// ScatterRows undoes GatherRows: row j of x goes back to row rows[j]
+// (last first, so no row is overwritten before it has moved).
+func ScatterRows(x []float32, width int, rows []int32) {
+	for j := len(rows) - 1; j >= 0; j-- {
+		if r := int(rows[j]); r != j {
+			copy(x[r*width:(r+1)*width], x[j*width:(j+1)*width])
+		}
+	}
+}
+
+// AttendRows is Attend for the batch rows listed in rows (ascending; nil:
+// every row, which is Attend): row j of q and att is batch row rows[j].
+// Each run of consecutive listed rows of one sequence is one
+// kernels.AttentionPool call over those rows of the pass's mask.
+func AttendRows(pool *kernels.Pool, st *State, layer *kvcache.Layer, att, q []float32, shape kernels.AttnShape,
+	rowMask func(lo, hi int) *kernels.Mask, scoreSlot int, rows []int32) {
+	if rows == nil {
+		Attend(pool, st, layer, att, q, shape, rowMask, scoreSlot)
+		return
+	}
+	qd := shape.Heads * shape.HeadDim
+	j := 0 // rows[j] is the first listed row not yet attended
+	for _, run := range st.KV.Runs() {
+		lo, hi := run.Start, run.Start+run.Rows
+		for j < len(rows) && int(rows[j]) < lo {
+			j++
+		}
+		if j == len(rows) || int(rows[j]) >= hi {
+			continue
+		}
+		kv := layer.View(run.Seq)
+		for j < len(rows) && int(rows[j]) < hi {
+			// rows[j:e] are consecutive batch rows [a, a+e-j) of this run.
+			e := j + 1
+			for e < len(rows) && int(rows[e]) < hi && rows[e] == rows[e-1]+1 {
+				e++
+			}
+			a := int(rows[j])
+			var mask *kernels.Mask
+			if rowMask != nil {
+				mask = rowMask(a, a+e-j)
+			} else {
+				mask = subMask(&st.sub, run.Mask, a-lo, a-lo+e-j)
+			}
+			scores := st.Scratch(scoreSlot, kernels.AttentionPoolScratch(pool, kv, e-j))
+			kernels.AttentionPool(pool, att[j*qd:e*qd], q[j*qd:e*qd], e-j, kv, mask, shape, scores)
+			j = e
+		}
+	}
+}
+
+// subMask sets s to rows [a, b) of m (slices of it, no copy) and returns
+// it; s is the State's, so that a pass does not allocate one per call.
+func subMask(s, m *kernels.Mask, a, b int) *kernels.Mask {
+	if m == nil {
+		return nil
+	}
+	*s = kernels.Mask{Lo: m.Lo[a:b], Hi: m.Hi[a:b]}
+	if m.Tree != nil {
+		s.Tree, s.TreeBase = m.Tree[a:b], m.TreeBase[a:b]
+	}
+	return s
+}
+
 // Attend writes into att the attention of each row of q over layer's keys
 // and values, one run of consecutive rows of one sequence at a time (the
 // unit of one kernels.AttentionPool call). rowMask, when set, gives the

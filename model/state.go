@@ -20,6 +20,7 @@ type State struct {
 	Adapter string
 
 	scratch [][]float32
+	sub     kernels.Mask // AttendRows' mask of a run's listed rows
 }
 
 // Scratch returns scratch buffer i with at least n floats. Its contents are

@@ -50,7 +50,8 @@ const (
 )
 
 // Forward runs attention and the feed-forward network over every row of
-// st.Hidden, in place:
+// st.Hidden, in place (the last block: over the rows of st.Batch.Outputs
+// once the KV cache has every row; see model.Outputs):
 //
 //	x += postnorm_attn(attention(norm_attn(x)))
 //	x += postnorm_ffn(down(gelu(gate(xn)) · up(xn))),  xn = norm_ffn(x)
@@ -100,6 +101,15 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	kernels.Scale(q, p.AttnScale) // llama.cpp scales Q after RoPE and attends with scale 1
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
+	// Past the KV cache the last block computes only the rows that need
+	// logits (model.Outputs); n is their count from here on.
+	outs := model.Outputs(st, b.i == p.Layers-1)
+	if outs != nil {
+		n = len(outs)
+		model.GatherRows(q, qd, outs)
+		model.GatherRows(x, dim, outs)
+		x, xb = x[:n*dim], xb[:n*dim]
+	}
 
 	// Attention, one run of consecutive rows of one sequence at a time;
 	// local layers narrow the pass's (full) mask to their window.
@@ -115,7 +125,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	shape := kernels.AttnShape{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: hd, Scale: 1, Softcap: p.AttnSoftcap}
 	att := st.Scratch(sAtt, n*qd)
-	model.Attend(m.pool, st, layer, att, q, shape, rowMask, sScores)
+	model.AttendRows(m.pool, st, layer, att, q, shape, rowMask, sScores, outs)
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
 	postAttn, err := vec(&l.AttnPostNorm, 3)
@@ -151,5 +161,8 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	}
 	kernels.RMSNormRows(m.pool, xb, xb, n, postFFN, p.Eps)
 	kernels.AddRows(m.pool, x, xb, n)
+	if outs != nil {
+		model.ScatterRows(st.Hidden, dim, outs)
+	}
 	return nil
 }

@@ -72,7 +72,9 @@ func addBias(x, bias []float32, n int) {
 	}
 }
 
-// Forward runs attention and MLP over every row of st.Hidden, in place.
+// Forward runs attention and MLP over every row of st.Hidden, in place
+// (the last block: over the rows of st.Batch.Outputs once the KV cache has
+// every row; see model.Outputs).
 func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) error {
 	m, a, l := b.m, b.m.arch, b.l
 	n, dim, qd, kvd := st.Batch.Len(), a.Dim, m.qDim(), m.kvDim()
@@ -155,8 +157,17 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		Factors: m.ropeFactors, Style: a.RopeStyle, QNorm: qn, KNorm: kn, Eps: a.Eps}.Apply(m.pool, q, k, st.Batch.Positions, n)
 	layer := st.KV.Layer(b.i)
 	layer.Put(k, v)
+	// Past the KV cache the last block computes only the rows that need
+	// logits (model.Outputs); n is their count from here on.
+	outs := model.Outputs(st, b.i == a.Layers-1)
+	if outs != nil {
+		n = len(outs)
+		model.GatherRows(q, qd, outs)
+		model.GatherRows(x, dim, outs)
+		x, xb = x[:n*dim], xb[:n*dim]
+	}
 	att := st.Scratch(sAtt, n*qd)
-	model.Attend(m.pool, st, layer, att, q, m.attnShape(), nil, sScores)
+	model.AttendRows(m.pool, st, layer, att, q, m.attnShape(), nil, sScores, outs)
 	xb2 := st.Scratch(sXB2, n*dim)
 	kernels.MatMul(m.pool, xb2, wo, att, n)
 	if ad != nil {
@@ -214,5 +225,8 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 		applyAll(ad.down, m.pool, st, xb, hb, n)
 	}
 	kernels.AddRows(m.pool, x, xb[:n*dim], n)
+	if outs != nil {
+		model.ScatterRows(st.Hidden, dim, outs)
+	}
 	return nil
 }
