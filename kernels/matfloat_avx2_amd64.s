@@ -267,6 +267,92 @@ TILE3(·f32AVX2Tile3x2, LDF32, T3X2, T3XM2, T3ST2)
 TILE3(·f32AVX2Tile3x3, LDF32, T3X3, T3XM3, T3ST3)
 TILE3(·f32AVX2Tile3x4, LDF32, T3X4, T3XM4, T3ST4)
 
+// ROWS3 defines name(dst *float32, dstStride uintptr, w unsafe.Pointer,
+// rowBytes uintptr, x *float32, cols, nrows int): TILE3 over every row
+// triple of the nrows rows at w, w+rowBytes, … (nrows ≥ 1), row r's
+// outputs at dst + 4r: triple t is TILE3(dst + 12t, dstStride, rows 3t,
+// 3t+1, 3t+2, x, cols, nr) with the last triple clamped as the Go loop did
+// (nr = min(3, rows left), missing rows passed as the last real one). The
+// loop body from the pointer setup to the stores is TILE3's, instruction
+// for instruction, so every output keeps its bits; only the per-triple
+// call (Go loop step, indirect call, ABI wrapper, FMASKS) is gone.
+//
+// Registers as in TILE3, but inputs 1–3 only (DI, R8, R9: XPTRS4) and AX
+// = the triple's first row, which the loop leaves in place; the rows left
+// and the triple's dst live in the frame (left, d), as DI, R8, R10 and R11
+// are the stores' operands.
+#define XPTRS4 \
+	LEAQ (SI)(R14*4), DI; \
+	LEAQ (DI)(R14*4), R8; \
+	LEAQ (R8)(R14*4), R9
+
+#define ROWS3(name, LD, TXC, TXMC, TSTC) \
+TEXT name(SB), NOSPLIT, $16-56; \
+	MOVQ cols+40(FP), R14; \
+	FMASKS; \
+	LEAQ tailMask<>(SB), R15; \
+	LEAQ (R15)(CX*4), R15; \
+	MOVQ x+32(FP), SI; \
+	MOVQ w+16(FP), AX; \
+	MOVQ dst+0(FP), DX; \
+	MOVQ DX, d-16(SP); \
+	MOVQ nrows+48(FP), DX; \
+	MOVQ DX, left-8(SP); \
+triple: \
+	MOVQ rowBytes+24(FP), DX; \
+	LEAQ (AX)(DX*1), BX; \
+	LEAQ (BX)(DX*1), CX; \
+	CMPQ left-8(SP), $2; \
+	CMOVQLT AX, BX; \
+	CMOVQLT AX, CX; \
+	CMOVQEQ BX, CX; \
+	XPTRS4; \
+	LEAQ -8(R14), R11; \
+	ZEROACC; \
+	XORQ R12, R12; \
+loop: \
+	LD(AX, R12, Y12); \
+	LD(BX, R12, Y13); \
+	LD(CX, R12, Y14); \
+	TXC(R12); \
+	ADDQ $8, R12; \
+	CMPQ R12, R13; \
+	JLT loop; \
+	CMPQ R13, R14; \
+	JGE done; \
+	LD(AX, R11, Y12); \
+	LD(BX, R11, Y13); \
+	LD(CX, R11, Y14); \
+	VANDPS (R15), Y12, Y12; \
+	VANDPS (R15), Y13, Y13; \
+	VANDPS (R15), Y14, Y14; \
+	TXMC(R11); \
+done: \
+	MOVQ d-16(SP), DI; \
+	MOVQ dstStride+8(FP), R8; \
+	MOVQ left-8(SP), R11; \
+	DECQ R11; \
+	MOVQ $1, R10; \
+	CMPQ R11, R10; \
+	CMOVQLT R11, R10; \
+	MOVQ $2, R12; \
+	CMPQ R11, R12; \
+	CMOVQGT R12, R11; \
+	TSTC; \
+	ADDQ $12, d-16(SP); \
+	MOVQ rowBytes+24(FP), DX; \
+	LEAQ (DX)(DX*2), DX; \
+	ADDQ DX, AX; \
+	SUBQ $3, left-8(SP); \
+	JGT triple; \
+	VZEROUPPER; \
+	RET
+
+ROWS3(·f32AVX2Rows3x1, LDF32, T3X1, T3XM1, T3ST1)
+ROWS3(·f32AVX2Rows3x2, LDF32, T3X2, T3XM2, T3ST2)
+ROWS3(·f32AVX2Rows3x3, LDF32, T3X3, T3XM3, T3ST3)
+ROWS3(·f32AVX2Rows3x4, LDF32, T3X4, T3XM4, T3ST4)
+
 // ---- decode: 8 rows far apart against one input ----
 
 // FW is row P's chunk at J times the input chunk (Y8) into A; FWM masks

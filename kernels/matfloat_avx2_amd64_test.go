@@ -110,6 +110,78 @@ func TestFloatAVX2Tiles(t *testing.T) {
 	}
 }
 
+// TestFloatAVX2Rows checks the row loops in assembly (f32AVX2Rows) against
+// the Go loop over the 3×C tiles that they replace: for every C ≤ 4 and
+// nrows 1..10 (every clamp of the last triple, one to four triples), edge
+// cols, NaN/Inf mixed into weights and inputs, weights and inputs one float
+// off alignment and dst one float off with guards around and between the
+// inputs' outputs, every output is the tile loop's bit for bit and nothing
+// else is written. The entry runs a second time on a copy of the nrows rows
+// that ends where an unreadable page begins: no row past nrows is read.
+func TestFloatAVX2Rows(t *testing.T) {
+	if !cpuAVX2 {
+		t.Skip("SKIP avx2 float tiles: CPU lacks AVX2+FMA+F16C")
+	}
+	const guard = 0x7f8badf1
+	const maxRows, stride = 10, 13 // outputs per input in dst: room for guards
+	sh := &avx2Shapes[kindF32]
+	page := syscall.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, 4*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	if err := syscall.Mprotect(mem[3*page:], syscall.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	edge := unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), 3*page/4) // ends at the unreadable page
+	for _, cols := range []int{8, 9, 15, 16, 17, 288, 291} {
+		r := rand.New(rand.NewPCG(uint64(cols), 3))
+		for trial, special := range []bool{false, true} {
+			woff, xoff := 1+trial, 1+2*trial // one or three floats off alignment
+			w := tileFloats(r, woff+maxRows*cols, special)[woff:]
+			xs := tileFloats(r, xoff+4*cols, special)[xoff:]
+			rowp := func(i int) unsafe.Pointer { return unsafe.Pointer(&w[i*cols]) }
+			for C := 1; C <= 4; C++ {
+				for nrows := 1; nrows <= maxRows; nrows++ {
+					newBuf := func() []float32 {
+						buf := make([]float32, 1+C*stride+1) // dst starts at an odd float
+						for i := range buf {
+							buf[i] = math.Float32frombits(guard)
+						}
+						return buf
+					}
+					want, got := newBuf(), newBuf()
+					for r := 0; r < nrows; r += 3 {
+						last := min(r+3, nrows) - 1
+						sh.tiles[C](&want[1+r], stride*4, rowp(r), rowp(min(r+1, last)), rowp(min(r+2, last)), &xs[0], cols, last-r+1)
+					}
+					f32AVX2Rows[C](&got[1], stride*4, rowp(0), uintptr(4*cols), &xs[0], cols, nrows)
+					tail := edge[len(edge)-nrows*cols:]
+					copy(tail, w[:nrows*cols])
+					atEdge := newBuf()
+					f32AVX2Rows[C](&atEdge[1], stride*4, unsafe.Pointer(&tail[0]), uintptr(4*cols), &xs[0], cols, nrows)
+					for j := range got {
+						g, v := math.Float32bits(got[j]), math.Float32bits(want[j])
+						c, i := (j-1)/stride, (j-1)%stride
+						inside := j >= 1 && c < C && i < nrows
+						switch {
+						case !inside && g != guard:
+							t.Fatalf("cols=%d special=%v C=%d nrows=%d: wrote %v at buf[%d], outside the outputs", cols, special, C, nrows, got[j], j)
+						case inside && v == guard:
+							t.Fatalf("cols=%d special=%v C=%d nrows=%d: the tile loop left row %d · input %d unwritten", cols, special, C, nrows, i, c)
+						case g != v:
+							t.Fatalf("cols=%d special=%v C=%d nrows=%d: row %d · input %d = %#08x, tile loop %#08x", cols, special, C, nrows, i, c, g, v)
+						case math.Float32bits(atEdge[j]) != g:
+							t.Fatalf("cols=%d special=%v C=%d nrows=%d: buf[%d] = %#08x from the rows at a page's end, %#08x", cols, special, C, nrows, j, math.Float32bits(atEdge[j]), g)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestFloatAVX2TileNaNPayload pins the operand order that keeps NaN
 // payloads identical across the tiles and the decode kernel: a single NaN
 // input element with a payload reaches every output of the row unchanged
