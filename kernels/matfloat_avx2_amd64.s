@@ -216,21 +216,11 @@ TILE2(·bf16AVX2Tile2x6, LDBF16, TX6, TXM6, TST6)
 #define T3ST3 T3ST2; ADDQ R8, DI; T3ST(Y2, X2, Y6, X6, Y10, X10)
 #define T3ST4 T3ST3; ADDQ R8, DI; T3ST(Y3, X3, Y7, X7, Y11, X11)
 
-// TILE3 defines name(dst *float32, dstStride uintptr, w0, w1, w2 *E, x
-// *float32, cols, nr int) (avx2Tile's contract): dst[c·dstStride/4 + r] =
-// row r · input c for r < nr (1 ≤ nr ≤ 3; missing rows passed as the last
-// real one again) and c < C. cols ≥ 8.
-#define TILE3(name, LD, TXC, TXMC, TSTC) \
-TEXT name(SB), NOSPLIT, $0-64; \
-	MOVQ cols+48(FP), R14; \
-	FMASKS; \
-	LEAQ tailMask<>(SB), R15; \
-	LEAQ (R15)(CX*4), R15; \
-	MOVQ w0+16(FP), AX; \
-	MOVQ w1+24(FP), BX; \
-	MOVQ w2+32(FP), CX; \
-	MOVQ x+40(FP), SI; \
-	XPTRS; \
+// T3BODY is one 3×C tile's products: the accumulators zeroed, then the
+// rows at AX, BX, CX against the inputs at SI, DI, R8, R9, the masked tail
+// step last (R13 = cols&^7, R11 = cols−8, R14 = cols, R15 the mask), for
+// TILE3 and ROWS3 alike (labels loop and done are the caller's function's).
+#define T3BODY(LD, TXC, TXMC) \
 	ZEROACC; \
 	XORQ R12, R12; \
 loop: \
@@ -250,7 +240,24 @@ loop: \
 	VANDPS (R15), Y13, Y13; \
 	VANDPS (R15), Y14, Y14; \
 	TXMC(R11); \
-done: \
+done:
+
+// TILE3 defines name(dst *float32, dstStride uintptr, w0, w1, w2 *E, x
+// *float32, cols, nr int) (avx2Tile's contract): dst[c·dstStride/4 + r] =
+// row r · input c for r < nr (1 ≤ nr ≤ 3; missing rows passed as the last
+// real one again) and c < C. cols ≥ 8.
+#define TILE3(name, LD, TXC, TXMC, TSTC) \
+TEXT name(SB), NOSPLIT, $0-64; \
+	MOVQ cols+48(FP), R14; \
+	FMASKS; \
+	LEAQ tailMask<>(SB), R15; \
+	LEAQ (R15)(CX*4), R15; \
+	MOVQ w0+16(FP), AX; \
+	MOVQ w1+24(FP), BX; \
+	MOVQ w2+32(FP), CX; \
+	MOVQ x+40(FP), SI; \
+	XPTRS; \
+	T3BODY(LD, TXC, TXMC); \
 	MOVQ dst+0(FP), DI; \
 	MOVQ dstStride+8(FP), R8; \
 	MOVQ nr+56(FP), R11; \
@@ -308,26 +315,7 @@ triple: \
 	CMOVQEQ BX, CX; \
 	XPTRS4; \
 	LEAQ -8(R14), R11; \
-	ZEROACC; \
-	XORQ R12, R12; \
-loop: \
-	LD(AX, R12, Y12); \
-	LD(BX, R12, Y13); \
-	LD(CX, R12, Y14); \
-	TXC(R12); \
-	ADDQ $8, R12; \
-	CMPQ R12, R13; \
-	JLT loop; \
-	CMPQ R13, R14; \
-	JGE done; \
-	LD(AX, R11, Y12); \
-	LD(BX, R11, Y13); \
-	LD(CX, R11, Y14); \
-	VANDPS (R15), Y12, Y12; \
-	VANDPS (R15), Y13, Y13; \
-	VANDPS (R15), Y14, Y14; \
-	TXMC(R11); \
-done: \
+	T3BODY(LD, TXC, TXMC); \
 	MOVQ d-16(SP), DI; \
 	MOVQ dstStride+8(FP), R8; \
 	MOVQ left-8(SP), R11; \
