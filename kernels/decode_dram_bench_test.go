@@ -17,10 +17,10 @@ import (
 // to back in anonymous memory advised MADV_HUGEPAGE (as offload's ram tier
 // and bench/_streamread allocate), Q8_0 and Q4_0 repacked into panels
 // where the kernel set has them, each MatVec'd once per pass on one
-// thread: MB/s is weight bytes per second, against "sum", a plain
-// eight-accumulator read of the same bytes. Two sizes: 64 MiB, about a
-// 110M Q4_0 model's layer weights (which a large L3 may hold), and 1 GiB,
-// far beyond any L3 (DRAM).
+// thread, for Q4_0, Q8_0, F16 and F32: MB/s is weight bytes per second,
+// against "sum", a plain eight-accumulator read of the same bytes. Three
+// sizes: 1 MiB (L2), 64 MiB, about a 110M Q4_0 model's layer weights
+// (which a large L3 may hold), and 1 GiB, far beyond any L3 (DRAM).
 func BenchmarkDecodeStream(b *testing.B) {
 	shapes := [][2]int{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}}
 	for _, mib := range []int{1, 64, 1024} {
@@ -29,7 +29,7 @@ func BenchmarkDecodeStream(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = syscall.Madvise(buf, 14) // MADV_HUGEPAGE
-		for _, dt := range []tensor.DType{tensor.Q4_0, tensor.Q8_0} {
+		for _, dt := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.F16, tensor.F32} {
 			var ws []kernels.Weight
 			var total int64
 			var built bool
