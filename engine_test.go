@@ -29,9 +29,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // loads it with the given kernel threads.
 func synthModel(t testing.TB, threads int, dt tensor.DType) *model.Loaded {
 	t.Helper()
+	return synthContext(t, threads, dt, 0)
+}
+
+// synthContext is synthModel with the model's context set to ctx (0: the
+// preset's 256).
+func synthContext(t testing.TB, threads int, dt tensor.DType, ctx int) *model.Loaded {
+	t.Helper()
 	p, err := synth.LookupPreset("tiny")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ctx > 0 {
+		p.Context = ctx
 	}
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	f, err := os.Create(path)
@@ -358,8 +368,12 @@ func TestTimeoutOne(t *testing.T) {
 }
 
 // Close with requests queued and running cancels them all; each stream ends.
+// The model's context is 32,768 tokens, more than a request can generate
+// between its first token and Close even on a loaded machine: at the tiny
+// preset's 256, under CI's load, whole requests had finished by length
+// first.
 func TestCloseCancelsInFlight(t *testing.T) {
-	l := synthModel(t, 1, tensor.F32)
+	l := synthContext(t, 1, tensor.F32, 1<<15)
 	p := pipeline(t, 0, 2, 16, 0)
 	p.Scheduler().StopAtEOS = false
 	e, err := sluice.New(l, sluice.Options{Pipeline: p})

@@ -312,7 +312,10 @@ func TestFloatAVX2Widened(t *testing.T) {
 		for _, cols := range []int{8, 9, 17, 40, 63} {
 			r := rand.New(rand.NewPCG(uint64(cols), 7))
 			const rows = 14
-			wf := tileFloats(r, rows*cols, true)
+			// No NaN or Inf: over rows this long nearly every output
+			// would be NaN, and NaN matches NaN whatever the rows read
+			// (TestFloatAVX2Tiles covers them per tile).
+			wf := tileFloats(r, rows*cols, false)
 			wb := make([]byte, 1+len(wf)*fk.size)[1:]
 			for j, v := range wf {
 				fk.put(wb[j*fk.size:], v)
@@ -346,6 +349,45 @@ func TestFloatAVX2Widened(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestFloatAVX2Decode checks matFloatAVX2's decode (n = 1) row by row
+// against the 2×1 tile alone, on shapes that reach each of its paths: the
+// eight far-apart streams (FAR8, with its line loop, single steps and
+// tail), the eight or more rows left when farRows steps back from a
+// multiple of 4 KiB (rows·size = 256 or 4096 bytes), the pair tile's
+// leftovers, and fewer than eight rows. Bits must match: the decode and
+// batch paths run the same chain per output.
+func TestFloatAVX2Decode(t *testing.T) {
+	if !cpuAVX2 {
+		t.Skip("SKIP avx2 float decode: CPU lacks AVX2+FMA+F16C")
+	}
+	for _, fk := range tileFloatKinds {
+		sh := &avx2Shapes[fk.k]
+		for _, shape := range [][2]int{{128, 256 / fk.size}, {131, 256 / fk.size}, {20, 4096 / fk.size}, {29, 4096 / fk.size}, {64, 9}, {7, 40}, {97, 33}} {
+			rows, cols := shape[0], shape[1]
+			r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+			// No NaN or Inf: over rows this long nearly every output
+			// would be NaN, and NaN matches NaN whatever the rows read
+			// (TestFloatAVX2Tiles covers them per tile).
+			wf := tileFloats(r, rows*cols, false)
+			wb := make([]byte, rows*cols*fk.size+1)[1:] // unaligned
+			for i, v := range wf {
+				fk.put(wb[i*fk.size:], v)
+			}
+			x := tileFloats(r, cols, false)
+			got := make([]float32, rows)
+			matFloatAVX2(fk.k, got, wb, x, 1, rows, cols, 0, rows)
+			for i := range rows {
+				var want [1]float32
+				p := unsafe.Pointer(&wb[i*cols*fk.size])
+				sh.pair(&want[0], 4, p, p, p, &x[0], cols, 1)
+				if math.Float32bits(got[i]) != math.Float32bits(want[0]) {
+					t.Fatalf("%s %d×%d: row %d = %#08x, the 2×1 tile %#08x", fk.name, rows, cols, i, math.Float32bits(got[i]), math.Float32bits(want[0]))
 				}
 			}
 		}

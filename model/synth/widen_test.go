@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/format/gguf"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/pipelines"
@@ -73,6 +74,16 @@ func greedy(t *testing.T, path, prompt string, n, threads int) (string, [][]floa
 func TestWidenFFNSameFunction(t *testing.T) {
 	src := filepath.Join(testutil.Models(t), "stories260K-gguf", "stories260K.gguf")
 	const prompt, n = "Once upon a time", 48
+	// The AVX2 float kernels take a row's last cols%8 elements as the
+	// vector ending at the row's end (lanes 8−t…7), where a longer row has
+	// them in lanes 0…t−1 of a full step: the widened down projection adds
+	// the original terms in other lanes, so its sums round differently.
+	// The generic and AVX-512 kernels keep each element's lane, and their
+	// logits must be the same bits; under AVX2 the text must still match.
+	exact := kernels.Impl() != "avx2"
+	if !exact {
+		t.Log("avx2 kernels: logits checked within 1e-4, not bit for bit (a row's tail lanes depend on its length)")
+	}
 	for _, threads := range []int{1, 2} {
 		want, wantLg := greedy(t, src, prompt, n, threads)
 		for _, hidden := range []int{172, 300, 1024} {
@@ -86,8 +97,12 @@ func TestWidenFFNSameFunction(t *testing.T) {
 			}
 			for i := range wantLg {
 				for j := range wantLg[i] {
-					if math.Float32bits(gotLg[i][j]) != math.Float32bits(wantLg[i][j]) {
-						t.Fatalf("threads %d hidden %d: row %d logit %d: %v, want %v (bit for bit)", threads, hidden, i, j, gotLg[i][j], wantLg[i][j])
+					g, w := gotLg[i][j], wantLg[i][j]
+					if exact && math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("threads %d hidden %d: row %d logit %d: %v, want %v (bit for bit)", threads, hidden, i, j, g, w)
+					}
+					if !exact && math.Abs(float64(g-w)) > 1e-4*max(1, math.Abs(float64(w))) {
+						t.Fatalf("threads %d hidden %d: row %d logit %d: %v, want %v (within 1e-4)", threads, hidden, i, j, g, w)
 					}
 				}
 			}
