@@ -362,7 +362,8 @@ ROWS3(·f32AVX2Rows3x4, LDF32, T3X4, T3XM4, T3ST4)
 
 // FAR8 defines name(dst *float32, w *E, x *float32, cols, stride int):
 // dst[k] = row k·stride (elements of size 1<<shift) of w · x for k < 8:
-// eight sequential weight streams far apart, eight chains. cols ≥ 8.
+// eight sequential weight streams far apart, eight chains. cols ≥ 8. size
+// is 1<<shift again, as the literal an index scale must be.
 //
 // The loop takes U steps of 8 elements, a 64-byte cache line of each
 // stream, and prefetches each stream's line PFAR bytes ahead (past a
@@ -373,9 +374,9 @@ ROWS3(·f32AVX2Rows3x4, LDF32, T3X4, T3XM4, T3ST4)
 // kernel 23.0 and 26.3 (BenchmarkDecodeStream, 1 GiB, medians of 6
 // alternating runs on a shared host; 512 and 2048 bytes ahead measured
 // no better, PREFETCHT1/T2 worse, NTA the same but it would keep a model
-// that fits in L3 from staying there). The
-// leftover steps run one at a time, then the masked tail, so every
-// chain adds the same products in the same order as without the unroll.
+// that fits in L3 from staying there). The leftover steps run one at a
+// time, then the masked tail, so every chain adds the same products in
+// the same order as without the unroll.
 #define FPF(P, J, size) PREFETCHT0 PFAR(P)(J*size)
 
 #define FAR8(name, shift, size, LD, U, FLINE) \

@@ -312,10 +312,7 @@ func TestFloatAVX2Widened(t *testing.T) {
 		for _, cols := range []int{8, 9, 17, 40, 63} {
 			r := rand.New(rand.NewPCG(uint64(cols), 7))
 			const rows = 14
-			// No NaN or Inf: over rows this long nearly every output
-			// would be NaN, and NaN matches NaN whatever the rows read
-			// (TestFloatAVX2Tiles covers them per tile).
-			wf := tileFloats(r, rows*cols, false)
+			wf := tileFloats(r, rows*cols, true)
 			wb := make([]byte, 1+len(wf)*fk.size)[1:]
 			for j, v := range wf {
 				fk.put(wb[j*fk.size:], v)
@@ -358,9 +355,9 @@ func TestFloatAVX2Widened(t *testing.T) {
 // TestFloatAVX2Decode checks matFloatAVX2's decode (n = 1) row by row
 // against the 2×1 tile alone, on shapes that reach each of its paths: the
 // eight far-apart streams (FAR8, with its line loop, single steps and
-// tail), the eight or more rows left when farRows steps back from a
-// multiple of 4 KiB (rows·size = 256 or 4096 bytes), the pair tile's
-// leftovers, and fewer than eight rows. Bits must match: the decode and
+// tail), the pair tile's leftovers (eight or more of them when farRows
+// steps back from a multiple of 4 KiB: row sizes of 256 and 4096 bytes),
+// and fewer than eight rows. Bits must match: the decode and
 // batch paths run the same chain per output.
 func TestFloatAVX2Decode(t *testing.T) {
 	if !cpuAVX2 {
