@@ -374,17 +374,7 @@ func (r *Runner) forward(ctx context.Context, b *input.Batch, slots *[]int32) er
 	}
 	st := r.st
 	st.Batch, st.KV, st.Mask = b, pass, pass.Mask()
-	err = func() error {
-		if err := r.m.Embed(ctx, st, r.store); err != nil {
-			return err
-		}
-		for _, blk := range r.m.Blocks() {
-			if err := blk.Forward(ctx, st, r.store); err != nil {
-				return err
-			}
-		}
-		return r.m.Head(ctx, st, r.store)
-	}()
+	err = model.Forward(ctx, r.m, st, r.store, 0)
 	if err != nil {
 		pass.Abort()
 		return err

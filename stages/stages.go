@@ -139,15 +139,7 @@ func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*s
 		all = s.Blocks
 	}
 	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error {
-		for _, b := range s.Blocks {
-			if s.Ahead > 0 && len(all) > 0 {
-				s.E.Store.Prefetch(all[(b.Index()+s.Ahead)%len(all)].Weights()...)
-			}
-			if err := b.Forward(ctx, ms, s.E.Store); err != nil {
-				return err
-			}
-		}
-		return nil
+		return model.RunBlocks(ctx, s.Blocks, all, s.Ahead, ms, s.E.Store)
 	})
 }
 
