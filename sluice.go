@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
@@ -31,7 +32,6 @@ import (
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/stages"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -188,7 +188,7 @@ func OpenDraft(ctx context.Context, p *pipelines.Pipeline, target *model.Loaded,
 	if err != nil {
 		return nil, fmt.Errorf("sluice: draft: %w", err)
 	}
-	if err := speculate.CheckVocab(target, l); err != nil {
+	if err := decode.CheckVocab(target, l); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -233,24 +233,23 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 		o.Logger.Warn().Int("context", so.Context).Int("model_context", a.Context).Msg("context larger than the model's: clamped")
 		so.Context = a.Context
 	}
-	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
-		// A draft adds up to Rows() rows per generating sequence to a step.
-		rows := ds.Params.(*pipelines.DraftTreeParams).Options().Rows() + 1
+	// What the pipeline's decoding strategy needs before the engine sizes
+	// itself: a draft adds up to Rows rows per generating sequence to a
+	// step, and a draft model's KV cache takes a share of the budget.
+	needs := p.Needs()
+	if needs.Rows > 0 {
+		rows := needs.Rows + 1
 		so.Headroom = rows
 		if so.MaxBatchTokens == 0 {
 			so.MaxBatchTokens = so.MaxSeqs * max(rows, so.PrefillChunk, 64)
 		} else if so.MaxBatchTokens < rows {
-			return nil, fmt.Errorf("sluice: %s: max_batch_tokens = %d cannot hold one draft of %d rows (stage %q); raise it or lower the draft's budget", p.Source, so.MaxBatchTokens, rows, ds.ID)
+			return nil, fmt.Errorf("sluice: %s: max_batch_tokens = %d cannot hold one draft of %d rows; raise it or lower the draft's budget", p.Source, so.MaxBatchTokens, rows)
 		}
 	}
 	var draftKV int64
-	if so.KVBudget > 0 && o.Draft != nil {
-		if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok && ds.Params.(*pipelines.DraftTreeParams).Mode != speculate.Lookup {
-			do := ds.Params.(*pipelines.DraftTreeParams).Options()
-			do.MaxSeqs, do.Context, do.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
-			if so.KVBudget, draftKV, err = splitKV(so.KVBudget, sched.KVOptions(a, so), do.DraftKV(o.Draft.Model.Arch()), so.MaxSeqs); err != nil {
-				return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
-			}
+	if so.KVBudget > 0 && o.Draft != nil && needs.DraftKV != nil {
+		if so.KVBudget, draftKV, err = splitKV(so.KVBudget, sched.KVOptions(a, so), needs.DraftKV(o.Draft.Model.Arch(), so), so.MaxSeqs); err != nil {
+			return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
 		}
 	}
 	sc, err := sched.New(a, so)
@@ -264,7 +263,8 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		loaded: l, pipe: p, log: o.Logger,
-		env:  &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft, DraftKVBudget: draftKV},
+		env: &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft, DraftKVBudget: draftKV,
+			Loop: decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store, Tok: l.Tokenizer})},
 		reqs: make(chan session.Request),
 		quit: make(chan struct{}),
 		ran:  make(chan error, 1),
@@ -350,9 +350,6 @@ func (e *Engine) sink(_ context.Context, r stages.Result) error {
 // finish reason cancelled or timeout. Submit blocks while the engine's queue
 // is full, and fails with ErrClosed once Close has begun.
 func (e *Engine) Submit(ctx context.Context, req Request, done func(Result)) error {
-	if req.Beam != nil && e.env.Beams == nil {
-		return fmt.Errorf("sluice: request %s asks for beam search but %s has no beam stage (use the beam preset)", req.ID, e.pipe.Source)
-	}
 	p := &pending{done: done}
 	req.Ctx, req.Tag = ctx, p
 	e.mu.Lock()
@@ -429,10 +426,8 @@ func (e *Engine) Close() error {
 	if cerr := e.env.Sched.KV.Close(); err == nil {
 		err = cerr // the KV budget's spill file
 	}
-	if e.env.Spec != nil {
-		if cerr := e.env.Spec.Close(); err == nil {
-			err = cerr // the draft's share of it
-		}
+	if cerr := e.env.Loop.Close(); err == nil {
+		err = cerr // the draft's share of it
 	}
 	e.mu.Lock()
 	rest := e.open
@@ -460,12 +455,7 @@ func (e *Engine) Close() error {
 }
 
 // SpecStats is what speculative decoding did (zero without a draft_tree stage).
-func (e *Engine) SpecStats() speculate.Stats {
-	if e.env.Spec == nil {
-		return speculate.Stats{}
-	}
-	return e.env.Spec.Stats()
-}
+func (e *Engine) SpecStats() decode.SpecStats { return e.env.Loop.SpecStats() }
 
 func (e *Engine) beginClose() {
 	e.mu.Lock()

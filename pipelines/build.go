@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/sched"
@@ -23,6 +24,26 @@ func (p *Pipeline) SchedOptions() sched.Options {
 		o.MaxSeqs, o.PrefillChunk, o.MaxBatchTokens = ps.MaxInFlight, ps.PrefillChunk, ps.MaxBatchTokens
 	}
 	return o
+}
+
+// Needs is what the pipeline's decoding strategies ask of the engine
+// before it sizes itself: the most draft rows one sequence adds to a step,
+// and a draft model's KV cache (the kinds' Kind.Needs).
+func (p *Pipeline) Needs() decode.Needs {
+	var n decode.Needs
+	reg := p.Registry()
+	for _, s := range p.Stages {
+		k, ok := reg.Lookup(s.Kind)
+		if !ok || k.Needs == nil {
+			continue
+		}
+		kn := k.Needs(s.Params)
+		n.Rows, n.Reach = max(n.Rows, kn.Rows), max(n.Reach, kn.Reach)
+		if kn.DraftKV != nil {
+			n.DraftKV = kn.DraftKV
+		}
+	}
+	return n
 }
 
 // AddBOS is the tokenize stage's add_bos (true when there is none).

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/sluicehq/sluice/beams"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/stages"
 )
 
@@ -63,15 +62,16 @@ func Builtin() *Registry {
 			In:        stepType, Out: sessionType, Loop: LoopClose, Build: buildSample},
 		{Name: KindDetokenize, Doc: "token ids to text",
 			In: sessionType, Out: ResultType, Build: buildDetokenize},
-		{Name: KindDraftTree, Doc: "speculative decoding: grows each generating sequence's draft (SpecExec tree, chain or prompt lookup) into the batch; before embed",
+		{Name: KindDraftTree, Doc: "speculative decoding: the step's strategy grows each generating sequence's draft (SpecExec tree, chain or prompt lookup) into the batch before the pass; before embed",
 			Fusable:   true,
 			NewParams: func() any { return DefaultDraftTreeParams() },
+			Needs:     func(p any) decode.Needs { return p.(*DraftTreeParams).Options().Needs() },
 			In:        stepType, Out: stepType, Build: buildDraftTree},
-		{Name: KindVerify, Doc: "speculative decoding: verifies the drafts against the target's logits; after head", Fusable: true,
+		{Name: KindVerify, Doc: "speculative decoding: marks where the drafts are verified against the target's logits (the draft_tree strategy settles them); after head", Fusable: true,
 			In: stepType, Out: stepType, Build: buildVerify},
-		{Name: KindBeam, Doc: "beam search for requests that ask for it (num_beams): a row per live beam, forked copy-on-write in the KV cache; before embed",
+		{Name: KindBeam, Doc: "beam search, which every pipeline runs for the requests that ask for it (num_beams); accepted for files that name it, and adds nothing",
 			Fusable: true,
-			In:      stepType, Out: stepType, Build: buildBeam},
+			In:      stepType, Out: stepType, Build: passThrough},
 	} {
 		r.MustRegister(k)
 	}
@@ -172,8 +172,9 @@ func buildDetokenize(b *BuildContext) (graph.AnyPort, error) {
 	return graph.ThenAny(b.Stage.ID, b.In, s, b.Options()...)
 }
 
-// buildDraftTree makes the speculation runner over the engine's draft model
-// and its stage; verify finds the runner in the Env.
+// buildDraftTree makes speculative decoding the engine's strategy, over the
+// engine's draft model. It adds no node: the strategy runs inside the step
+// (decode.Loop).
 func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 	dp, err := paramsOf[DraftTreeParams](b)
 	if err != nil {
@@ -183,32 +184,22 @@ func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 	o := dp.Options()
 	o.MaxSeqs, o.Context, o.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
 	o.KVBudget, o.SpillDir = b.Env.DraftKVBudget, so.SpillDir
-	r, err := speculate.New(b.Env.Draft, o)
+	s, err := decode.NewSpeculative(b.Env.Draft, b.Env.Sched.KV, o)
 	if err != nil {
 		return graph.AnyPort{}, err
 	}
-	b.Env.Spec = r
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.DraftTree{R: r}), b.Options()...)
+	b.Env.Loop.SetEngine(s)
+	return b.In, nil
 }
 
+// buildVerify checks that a draft_tree stage made the strategy whose
+// verification this stage marks; it adds no node.
 func buildVerify(b *BuildContext) (graph.AnyPort, error) {
-	if b.Env.Spec == nil {
+	if _, ok := b.Env.Loop.Engine().(*decode.Speculative); !ok {
 		return graph.AnyPort{}, fmt.Errorf("verify needs a draft_tree stage before it")
 	}
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Verify{R: b.Env.Spec}), b.Options()...)
+	return b.In, nil
 }
 
-func buildBeam(b *BuildContext) (graph.AnyPort, error) {
-	e := b.Env
-	eos := func(q *session.Session) []int32 {
-		var ids []int32
-		if g, ok := e.Tok.(interface{ EOG() []int32 }); ok {
-			ids = g.EOG() // EOS and the vocabulary's other end-of-generation tokens
-		} else if t := e.Tok.EOS(); t >= 0 {
-			ids = append(ids, t)
-		}
-		return append(ids, q.Req.StopTokens...)
-	}
-	e.Beams = beams.New(e.Sched, e.Model.Arch().Vocab, eos)
-	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Beam{R: e.Beams}), b.Options()...)
-}
+// passThrough adds no node.
+func passThrough(b *BuildContext) (graph.AnyPort, error) { return b.In, nil }

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/sluicehq/sluice/spec"
-	"github.com/sluicehq/sluice/speculate"
+	"github.com/sluicehq/sluice/decode"
 )
 
 // ParamError reports one bad params value. A params Validate method returns
@@ -256,9 +256,9 @@ func (p *DraftTreeParams) Validate() error {
 		atLeast("ngram_max", p.NgramMax, 1), atLeast("ngram_min", p.NgramMin, 1), ngram)
 }
 
-// Options converts the params to the runner's.
-func (p *DraftTreeParams) Options() speculate.Options {
-	return speculate.Options{
+// Options converts the params to the strategy's.
+func (p *DraftTreeParams) Options() decode.SpecOptions {
+	return decode.SpecOptions{
 		Mode:     p.Mode,
 		Tree:     spec.TreeOptions{Budget: p.Budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay},
 		DraftMax: p.DraftMax,

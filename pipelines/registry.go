@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
@@ -46,6 +47,11 @@ type Kind struct {
 	In, Out reflect.Type
 	// Loop is the stage's part in the decode loop, if any.
 	Loop LoopRole
+	// Needs, when set, is what the kind's decoding strategy asks of the
+	// engine before it sizes its scheduler and KV cache (headroom for draft
+	// rows, a draft model's share of kv_budget), from the stage's params.
+	// The engine sums it over the pipeline's stages (Pipeline.Needs).
+	Needs func(params any) decode.Needs
 	// Build adds the stage's node(s) to b.Graph, reading b.In (whose type
 	// is In), and returns the stage's output port (whose type must be Out).
 	Build func(b *BuildContext) (graph.AnyPort, error)

@@ -13,13 +13,13 @@
 // do not depend on which other sessions shared its steps: its output is
 // byte-identical whether it ran alone or among 63 others.
 //
-// The scheduler is driven by three calls per step, made by the graph's stages
-// (package stages): Plan (scheduler stage) picks the rows, Reserve (embed
-// stage, after any drafter has added rows) takes their KV-cache pass, and
-// Finish (sample stage) ends the pass and hands each session its logits or,
-// after a verifier, its accepted tokens. Exactly one step is in flight at a
-// time, so they never overlap; the kernel pool works on the rows of that one
-// pass.
+// The scheduler is driven by three calls per step, all made by the decode
+// loop (package decode): Plan picks the rows, Reserve (after the decoding
+// strategies have added theirs: draft nodes, other beams) takes their
+// KV-cache pass, and EndPass ends it once the model has run; the strategies
+// then turn each span's logits into tokens. Exactly one step is in flight at
+// a time, so they never overlap; the kernel pool works on the rows of that
+// one pass.
 package sched
 
 import (
@@ -98,18 +98,6 @@ type Span struct {
 	Start, Len int // batch rows [Start, Start+Len)
 	Out        int // index of its first output row in Batch.Outputs; -1 = none
 	NOut       int // its output rows
-	// Keep and Accept are set by a verifier (speculative decoding) for a
-	// span whose rows are a root and draft-tree nodes: once the pass has
-	// ended, Keep (ascending batch rows, the root first) is committed to the
-	// KV cache and every other row of the span dropped, and the session
-	// takes the Accept tokens in order, its stop rules applying to each.
-	// With Keep nil the session is handed its logits and samples itself.
-	Keep   []int32
-	Accept []int32
-	// After, when set (beam search), replaces both: once the pass has
-	// ended it runs with the step's logits by output row, and the session
-	// does its own bookkeeping.
-	After func(logits func(out int) []float32) error
 }
 
 // Step is one forward pass: the batch, the model's activations for it and
@@ -123,9 +111,17 @@ type Step struct {
 	// Err is set by a stage whose work on the step failed; Finish then fails
 	// every session of the step instead of sampling.
 	Err error
-	// Room is how many more rows a drafter may add to the batch before
+	// Room is how many more rows a strategy may add to the batch before
 	// Reserve (max_batch_tokens less the rows Plan chose).
 	Room int
+	// Vocab is the length of one row of logits.
+	Vocab int
+}
+
+// Logits is the row of logits of output row j (an index into
+// State.Batch.Outputs), valid once the pass has ended.
+func (st *Step) Logits(j int) []float32 {
+	return st.State.Logits[j*st.Vocab : (j+1)*st.Vocab]
 }
 
 // NewStep returns an empty step.
@@ -523,6 +519,7 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 	}
 	st.State.Adapter = adapter
 	st.Room = budget
+	st.Vocab = s.vocab
 	return true
 }
 
@@ -554,10 +551,12 @@ func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
 	return nil
 }
 
-// Finish ends the step's pass: the rows become cached history, each session
-// sees its logits (and samples when its rows reached its end), and finished
-// sessions leave. If a stage set st.Err, every session of the step fails.
-func (s *Scheduler) Finish(st *Step) {
+// EndPass ends the step's pass: its rows become cached history. It reports
+// whether the step's spans are to be settled (each by its decoding
+// strategy, package decode); if a stage set st.Err, or the pass cannot end,
+// or the head left fewer logits than output rows, every session of the step
+// fails instead and it reports false.
+func (s *Scheduler) EndPass(st *Step) bool {
 	kv := st.State.KV
 	st.State.KV, st.State.Mask = nil, nil
 	if st.Err != nil {
@@ -567,63 +566,26 @@ func (s *Scheduler) Finish(st *Step) {
 		for _, sp := range st.Spans {
 			sp.S.Fail(fmt.Errorf("request %s: %w", sp.S.Req.ID, st.Err))
 		}
-		return
+		return false
 	}
 	if kv == nil {
-		return
+		return false
 	}
 	if err := kv.End(); err != nil {
 		for _, sp := range st.Spans {
 			sp.S.Fail(err)
 		}
-		return
+		return false
 	}
-	vocab := s.vocab
 	b := st.State.Batch
-	if len(st.State.Logits) < len(b.Outputs)*vocab {
+	if len(st.State.Logits) < len(b.Outputs)*s.vocab {
 		// A pipeline without a head stage, or one that dropped the logits.
 		for _, sp := range st.Spans {
-			sp.S.Fail(fmt.Errorf("sched: request %s: the step reached sampling with %d logits for %d output rows of %d: is there a head stage?", sp.S.Req.ID, len(st.State.Logits), len(b.Outputs), vocab))
+			sp.S.Fail(fmt.Errorf("sched: request %s: the step reached sampling with %d logits for %d output rows of %d: is there a head stage?", sp.S.Req.ID, len(st.State.Logits), len(b.Outputs), s.vocab))
 		}
-		return
+		return false
 	}
-	for _, sp := range st.Spans {
-		q := sp.S
-		if sp.After != nil {
-			if err := sp.After(func(j int) []float32 { return st.State.Logits[j*vocab : (j+1)*vocab] }); err != nil {
-				q.Fail(fmt.Errorf("request %s: %w", q.Req.ID, err))
-			}
-			continue
-		}
-		if sp.Keep != nil {
-			s.accept(sp)
-			continue
-		}
-		q.Cached += sp.Len
-		for j := sp.Out; j >= 0 && j < sp.Out+sp.NOut; j++ {
-			pos := b.Positions[b.Outputs[j]]
-			if err := q.Logits(pos, st.State.Logits[j*vocab:(j+1)*vocab]); err != nil {
-				q.Fail(err)
-				break
-			}
-		}
-	}
-}
-
-// accept commits a verified span's kept rows and hands its session the
-// accepted tokens.
-func (s *Scheduler) accept(sp Span) {
-	q := sp.S
-	if err := s.KV.Commit(q.KV, sp.Keep); err != nil {
-		q.Fail(fmt.Errorf("sched: request %s: commit of %d verified rows: %w", q.Req.ID, len(sp.Keep), err))
-		return
-	}
-	q.Cached += len(sp.Keep)
-	for _, t := range sp.Accept {
-		if q.Accept(t) {
-			return
-		}
-	}
+	return true
 }
 
 // TakeKV lends a free KV-cache sequence id beyond a session's own (a beam

@@ -1,20 +1,20 @@
 // Package stages adapts the domain packages to graph stages. Each stage is a
-// few lines: the logic lives in session (sampling, stopping), sched (batching)
-// and model (the math). A *sched.Step is one forward pass of one batch; it
-// circulates in the decode loop, and ownership passes downstream with emit.
+// few lines: the logic lives in decode (the step and its strategies),
+// session (sampling, stopping), sched (batching) and model (the math). A
+// *sched.Step is one forward pass of one batch; it circulates in the decode
+// loop, and ownership passes downstream with emit.
 package stages
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/beams"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/speculate"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -25,15 +25,14 @@ type Env struct {
 	Tok     tokenizer.Tokenizer
 	Sched   *sched.Scheduler
 	Session session.Options
-	// Draft is the draft model of speculative decoding (nil: none); Spec is
-	// the runner the draft_tree stage builds over it and verify uses.
-	Draft *model.Loaded
-	Spec  *speculate.Runner
-	// DraftKVBudget is the draft's share of kv_budget (0: none), for the
-	// draft_tree stage's runner.
+	// Loop is the decode step: the scheduler stage runs its first half
+	// (plan, expand, reserve), the sample stage its second (settle).
+	Loop *decode.Loop
+	// Draft is the draft model of speculative decoding (nil: none), for the
+	// draft_tree stage's strategy; DraftKVBudget is its share of kv_budget
+	// (0: none).
+	Draft         *model.Loaded
 	DraftKVBudget int64
-	// Beams is the beam stage's runner (nil without one).
-	Beams *beams.Runner
 }
 
 // Tokenize turns requests into sessions.
@@ -84,11 +83,12 @@ func (s *Admit) Flush(ctx context.Context, emit graph.Emit[*sched.Step]) error {
 
 func (s *Admit) Close() error { s.E.Sched.Close(); return nil }
 
-// Schedule builds the step's batch from every active session.
+// Schedule runs the step up to the forward pass (decode.Loop.Before): the
+// plan, each strategy's rows, the KV reservation.
 type Schedule struct{ E *Env }
 
 func (s *Schedule) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if err := s.E.Sched.Plan(ctx, st); err != nil {
+	if err := s.E.Loop.Before(ctx, st); err != nil {
 		return err
 	}
 	return emit(ctx, st)
@@ -114,9 +114,8 @@ func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], 
 type Embed struct{ E *Env }
 
 func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	// The model's door: every stage that adds rows (a drafter) has run.
-	if err := s.E.Sched.Reserve(ctx, st); err != nil {
-		return err
+	if st.State.KV == nil && st.Err == nil {
+		return fmt.Errorf("embed: the step has no KV reservation: the scheduler stage must come before it")
 	}
 	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
@@ -150,51 +149,15 @@ func (s *Head) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sch
 	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
 }
 
-// DraftTree grows the drafts of the step's generating sessions with the
-// draft model and adds their nodes to the batch, before the KV reservation.
-type DraftTree struct{ R *speculate.Runner }
-
-func (s *DraftTree) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if st.State.KV != nil {
-		return fmt.Errorf("draft_tree runs after the step's KV reservation: put it before embed")
-	}
-	if err := s.R.Draft(ctx, st); err != nil {
-		return err
-	}
-	return emit(ctx, st)
-}
-
-// Verify checks the drafts against the target's logits and marks what the
-// scheduler keeps and accepts.
-type Verify struct{ R *speculate.Runner }
-
-func (s *Verify) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if err := s.R.Verify(st); err != nil {
-		return err
-	}
-	return emit(ctx, st)
-}
-
-// Beam adds the rows of every live beam of the step's beam searches, before
-// the KV reservation; the search advances when the scheduler finishes the step.
-type Beam struct{ R *beams.Runner }
-
-func (s *Beam) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if st.State.KV != nil {
-		return fmt.Errorf("beam runs after the step's KV reservation: put it before embed")
-	}
-	if err := s.R.Expand(ctx, st); err != nil {
-		return err
-	}
-	return emit(ctx, st)
-}
-
-// Sample ends the pass: the KV rows become history, each session samples its
-// next token from its logits, and the step goes back to the scheduler.
+// Sample runs the step past the forward pass (decode.Loop.After): the KV
+// rows become history and each session's strategy turns its logits into
+// tokens (plain decoding samples here); the step goes back to the scheduler.
 type Sample struct{ E *Env }
 
 func (s *Sample) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	s.E.Sched.Finish(st)
+	if err := s.E.Loop.After(ctx, st); err != nil {
+		return err
+	}
 	return emit(ctx, st)
 }
 

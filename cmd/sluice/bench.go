@@ -230,19 +230,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	sc.MaxNewTokens, sc.StopAtEOS, sc.MaxInFlight = *genTokens, false, *parallel
 	// Prompts go in whole (one chunk each), and a step holds them all.
 	sc.PrefillChunk, sc.MaxBatchTokens = *promptTokens, *promptTokens**parallel
-	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
-		// Room for every sequence's draft too.
-		rows := ds.Params.(*pipelines.DraftTreeParams).Options().Rows() + 1
-		sc.MaxBatchTokens = max(sc.MaxBatchTokens, rows**parallel)
-	}
 	p.Model.Context = *promptTokens + *genTokens
-	if ds, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
-		// A draft reaching past the context decodes plainly: leave room for
-		// the deepest tree so every generated token can be speculated, and
-		// for the draft cache's nodes of a pass beyond the tree's budget
-		// (near the context's end they overflow its headroom).
-		o := ds.Params.(*pipelines.DraftTreeParams).Options()
-		p.Model.Context = min(a.Context, p.Model.Context+o.Depth()+o.Rows()+o.Tree.MaxBeams*o.Tree.Branch)
+	if needs := p.Needs(); needs.Rows > 0 {
+		// Room for every sequence's draft too, and, since a draft reaching
+		// past the context decodes plainly, context for every generated
+		// token to be speculated.
+		sc.MaxBatchTokens = max(sc.MaxBatchTokens, (needs.Rows+1)**parallel)
+		p.Model.Context = min(a.Context, p.Model.Context+needs.Reach)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompts := make([][]int32, *parallel)

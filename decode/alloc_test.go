@@ -1,4 +1,4 @@
-package sched_test
+package decode_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama"
 	"github.com/sluicehq/sluice/model/synth"
@@ -19,12 +20,13 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// TestDecodeStepDoesNotAllocate: once warm, one step of the engine (Plan,
-// Reserve, the embedding, every block, the head, Finish: each session samples, streams
-// its token's text and checks its stop rules) allocates nothing, for every
-// weight type, with one and two kernel threads, with one session and with
-// several sharing each step while one of them finishes and a queued one takes
-// its place. The loop is the one package stages runs, without the graph.
+// TestDecodeStepDoesNotAllocate: once warm, one step of the engine
+// (Loop.Step: plan, expand, reserve, the embedding, every block, the head,
+// settle: each session samples, streams its token's text and checks its stop
+// rules) allocates nothing, for every weight type, with one and two kernel
+// threads, with one session and with several sharing each step while one of
+// them finishes and a queued one takes its place. Loop.Step runs the phases
+// the engine's stages run, without the graph.
 func TestDecodeStepDoesNotAllocate(t *testing.T) {
 	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
 	runtime.MemProfileRate = 1 // profile every allocation, to say where on failure
@@ -56,7 +58,7 @@ func testStepAllocs(t *testing.T, path string, threads, seqs int) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	m, a := l.Model, l.Model.Arch()
+	a := l.Model.Arch()
 	sc, err := sched.New(a, sched.Options{MaxSeqs: seqs, PrefillChunk: 4, Context: a.Context})
 	if err != nil {
 		t.Fatal(err)
@@ -89,22 +91,14 @@ func testStepAllocs(t *testing.T, path string, threads, seqs int) {
 		}
 		return q
 	}
+	loop := decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store, Tok: l.Tokenizer})
 	st := sched.NewStep()
 	var failed error
 	step := func() {
-		if err := sc.Plan(ctx, st); err != nil || st.Done {
-			failed = fmt.Errorf("Plan: %v, done %v", err, st.Done)
+		if err := loop.Step(ctx, st); err != nil || st.Done || st.Err != nil {
+			failed = fmt.Errorf("Step: %v, done %v, step %v", err, st.Done, st.Err)
 			return
 		}
-		if err := sc.Reserve(ctx, st); err != nil || st.Err != nil {
-			failed = fmt.Errorf("Reserve: %v, step %v", err, st.Err)
-			return
-		}
-		if err := forward(ctx, m, l, st.State); err != nil {
-			failed = err
-			return
-		}
-		sc.Finish(st)
 		for _, sp := range st.Spans {
 			if sp.S.Err != nil {
 				failed = sp.S.Err
@@ -263,18 +257,4 @@ func allDone(qs []*session.Session) bool {
 		}
 	}
 	return true
-}
-
-// forward runs the model over the step's batch as the graph's embed, layers
-// and head stages do.
-func forward(ctx context.Context, m model.Model, l *model.Loaded, st *model.State) error {
-	if err := m.Embed(ctx, st, l.Store); err != nil {
-		return err
-	}
-	for _, b := range m.Blocks() {
-		if err := b.Forward(ctx, st, l.Store); err != nil {
-			return err
-		}
-	}
-	return m.Head(ctx, st, l.Store)
 }

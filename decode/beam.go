@@ -1,13 +1,12 @@
-// Package beams runs beam search (package spec's Beam, Hugging Face's
-// generate(num_beams=k) semantics) inside the engine's step. A beam request is
-// one session; its live beams are KV-cache sequences: the session's own and
-// up to k−1 more lent by the scheduler. Each step the beam stage (before
-// embed) adds a row for every live beam besides the session's own, and asks
-// the scheduler to hand it the step's logits once the pass has ended
-// (sched.Span.After): it takes each beam's log-softmax, advances the search,
-// and forks the chosen parents' sequences copy-on-write for the new beams
-// (kvcache.Fork), reusing the sequences of beams nobody chose.
-package beams
+// Beam search (package spec's Beam, Hugging Face's generate(num_beams=k)
+// semantics) is a request strategy: a request that sets Beam is decoded by
+// it. Its live beams are KV-cache sequences: the session's own and up to k−1
+// more lent by the scheduler. Each step it adds a row for every live beam
+// besides the session's own at the end of the batch; once the pass has ended
+// it takes each beam's log-softmax, advances the search, and forks the chosen
+// parents' sequences copy-on-write for the new beams (kvcache.Fork), reusing
+// the sequences of beams nobody chose.
+package decode
 
 import (
 	"context"
@@ -21,9 +20,8 @@ import (
 	"github.com/sluicehq/sluice/spec"
 )
 
-// Runner drives the beam searches of one engine. Its methods run on the
-// goroutines of the one step in flight, never at once.
-type Runner struct {
+// Beam drives the beam searches of one engine.
+type Beam struct {
 	sc     *sched.Scheduler
 	kv     *kvcache.Cache
 	vocab  int
@@ -37,28 +35,37 @@ type search struct {
 	free []int32 // lent ids not in use
 	outs []int   // output row per live beam this step
 	lp   [][]float32
+	// stepped is set when Expand hooked the search onto this step (the
+	// session's rows reach its end), so Settle advances it.
+	stepped bool
 }
 
-// New makes a runner over the scheduler's KV cache; eos lists a session's
-// end-of-sequence ids.
-func New(sc *sched.Scheduler, vocab int, eos func(*session.Session) []int32) *Runner {
-	return &Runner{sc: sc, kv: sc.KV, vocab: vocab, eos: eos, search: map[*session.Session]*search{}}
+// NewBeam makes the strategy over the scheduler's KV cache; eos lists a
+// session's end-of-sequence ids.
+func NewBeam(sc *sched.Scheduler, eos func(*session.Session) []int32) *Beam {
+	return &Beam{sc: sc, kv: sc.KV, eos: eos, search: map[*session.Session]*search{}}
 }
 
-// Expand adds the rows of every live beam but the first to st's batch and
-// hooks the search's step onto the spans of beam sessions whose rows reach
-// their end. It runs before the KV reservation.
-func (r *Runner) Expand(ctx context.Context, st *sched.Step) error {
+// Owns claims the requests that ask for beam search.
+func (r *Beam) Owns(q *session.Session) bool { return q.Req.Beam != nil }
+
+// Close holds nothing: lent sequences go back as searches finish.
+func (r *Beam) Close() error { return nil }
+
+// Expand adds the rows of every live beam but the first to st's batch for
+// the beam sessions whose rows reach their end.
+func (r *Beam) Expand(ctx context.Context, st *sched.Step, spans []int) error {
 	if st.Err != nil {
 		return nil
 	}
 	r.forget()
+	r.vocab = st.Vocab
 	b := st.State.Batch
-	for i := range st.Spans {
+	for _, i := range spans {
 		sp := &st.Spans[i]
 		q := sp.S
-		if q.Req.Beam == nil || q.Cached+sp.Len != len(q.Tokens) {
-			continue // not a beam search, or its prompt is not all in yet
+		if q.Cached+sp.Len != len(q.Tokens) {
+			continue // its prompt is not all in yet
 		}
 		s := r.search[q]
 		if s == nil {
@@ -78,12 +85,27 @@ func (r *Runner) Expand(ctx context.Context, st *sched.Step) error {
 			b.Add(toks[len(toks)-1], pos, s.ids[j], true)
 		}
 		st.Room -= len(s.outs) - 1
-		sp.After = func(logits func(int) []float32) error { return r.step(q, s, logits) }
+		s.stepped = true
 	}
 	return nil
 }
 
-func (r *Runner) start(q *session.Session) (*search, error) {
+// Settle advances span i's search by the pass's logits, or settles the span
+// plainly when its prompt is still going in.
+func (r *Beam) Settle(_ context.Context, st *sched.Step, i int) error {
+	q := st.Spans[i].S
+	s := r.search[q]
+	if s == nil || !s.stepped {
+		return SettlePlain(st, i)
+	}
+	s.stepped = false
+	if err := r.step(q, s, st.Logits); err != nil {
+		return fmt.Errorf("request %s: %w", q.Req.ID, err)
+	}
+	return nil
+}
+
+func (r *Beam) start(q *session.Session) (*search, error) {
 	o := *q.Req.Beam
 	o.Vocab = r.vocab
 	if o.MaxNewTokens == 0 {
@@ -116,7 +138,7 @@ func (r *Runner) start(q *session.Session) (*search, error) {
 
 // step advances q's search with this pass's logits and arranges the KV
 // sequences of the new beams.
-func (r *Runner) step(q *session.Session, s *search, logits func(int) []float32) error {
+func (r *Beam) step(q *session.Session, s *search, logits func(int) []float32) error {
 	q.Cached = len(q.Tokens) // the fed rows are history now
 	for len(s.lp) < len(s.outs) {
 		s.lp = append(s.lp, make([]float32, r.vocab))
@@ -178,7 +200,7 @@ func (r *Runner) step(q *session.Session, s *search, logits func(int) []float32)
 
 // forget returns the lent sequences of finished searches. ids[0] is the
 // session's own, which the scheduler releases with the session.
-func (r *Runner) forget() {
+func (r *Beam) forget() {
 	for q, s := range r.search {
 		if !q.Done() {
 			continue

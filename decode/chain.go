@@ -1,0 +1,131 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/spec"
+)
+
+// chainMode is classic speculative decoding: γ tokens drafted one draft pass
+// each, verified by min(1, p/q) with the residual drawn on rejection
+// (spec.VerifyChain): exact in distribution, and byte-identical to plain
+// decoding under greedy.
+type chainMode struct{}
+
+// grow drafts γ tokens per session, one draft pass per token, each drawn
+// from the draft's processed distribution with the draft stream.
+func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []int) error {
+	b := &input.Batch{}
+	d.catchUp(b, st, idx)
+	for k := 0; k < d.o.DraftMax; k++ {
+		if k > 0 {
+			b.Reset()
+			for _, i := range idx {
+				q := st.Spans[i].S
+				s := d.seqs[q]
+				x := s.chain[len(s.chain)-1]
+				b.Add(x, s.fed, q.KV, true)
+				s.fed++
+			}
+		}
+		if err := d.forward(ctx, b, nil); err != nil {
+			return err
+		}
+		for j, i := range idx {
+			q := st.Spans[i].S
+			s := d.seqs[q]
+			if k == 0 {
+				s.chain, s.q = s.chain[:0], s.q[:0]
+			}
+			hist := append(slices.Clone(q.Tokens), s.chain...)
+			dist, err := q.Sampler().Dist(d.draftLogits(j), hist, &d.sc)
+			if err != nil {
+				return err
+			}
+			dist = sample.Dist{IDs: slices.Clone(dist.IDs), Probs: slices.Clone(dist.Probs)}
+			o := q.Sampler().Options()
+			u := spec.KeyedUniforms(o.Seed, q.Req.Index, uint64(len(q.Tokens)))
+			s.q = append(s.q, dist)
+			s.chain = append(s.chain, spec.Draw(dist, u(k, spec.StreamDraft)))
+		}
+	}
+	return nil
+}
+
+func (chainMode) rows(nb *input.Batch, s *seqState, q *session.Session, _ int32) int {
+	return chainRows(nb, s, q)
+}
+
+func (chainMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(int32) []float32) (keep, accept []int32, err error) {
+	return verifyChain(d, sp, s, logits)
+}
+
+// chainRows puts a chain's tokens after the root, each the next position.
+func chainRows(nb *input.Batch, s *seqState, q *session.Session) int {
+	root := int32(q.Cached)
+	for k, x := range s.chain {
+		nb.AddChild(x, root+1+int32(k), q.KV, -1, -1, true)
+	}
+	return len(s.chain)
+}
+
+// verifyChain accepts a chain's longest verified prefix and the target's
+// next token (chain and lookup drafts).
+func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32) []float32) (keep, accept []int32, err error) {
+	q := sp.S
+	hist := slices.Clone(q.Tokens)
+	p := make([]sample.Dist, 0, len(s.chain)+1)
+	for k := 0; k <= len(s.chain); k++ {
+		dist, err := q.Sampler().Dist(logits(int32(sp.Start+k)), hist, &d.sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		p = append(p, sample.Dist{IDs: slices.Clone(dist.IDs), Probs: slices.Clone(dist.Probs)})
+		if k < len(s.chain) {
+			hist = append(hist, s.chain[k])
+		}
+	}
+	o := q.Sampler().Options()
+	var acc int
+	var next int32
+	if o.Temperature == 0 {
+		// Greedy: the target's own choice at each prefix (with its repetition
+		// penalty), exactly plain decoding's; accept while the draft agrees.
+		hist = hist[:len(q.Tokens)]
+		for acc = 0; ; acc++ {
+			if next, err = q.Sample(logits(int32(sp.Start+acc)), hist); err != nil {
+				return nil, nil, err
+			}
+			if acc == len(s.chain) || next != s.chain[acc] {
+				break
+			}
+			hist = append(hist, next)
+		}
+	} else {
+		u := spec.KeyedUniforms(o.Seed, q.Req.Index, uint64(len(q.Tokens)))
+		if acc, next, err = spec.VerifyChain(p, s.q, s.chain, u, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	keep = append(keep, int32(sp.Start))
+	for k := range acc {
+		keep = append(keep, int32(sp.Start+1+k))
+	}
+	accept = append(append(accept, s.chain[:acc]...), next)
+	if d.kv != nil {
+		// The draft was fed the root and the first γ-1 proposals.
+		fedDraft := min(acc, len(s.chain)-1)
+		if err := d.kv.Truncate(q.KV, int32(q.Cached)+1+int32(fedDraft)); err != nil {
+			return nil, nil, fmt.Errorf("draft cache: %w", err)
+		}
+		s.fed = int32(q.Cached) + 1 + int32(fedDraft)
+	}
+	d.count(acc+1, acc)
+	return keep, accept, nil
+}

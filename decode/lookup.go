@@ -1,0 +1,39 @@
+package decode
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/model/input"
+	"github.com/sluicehq/sluice/sample"
+	"github.com/sluicehq/sluice/sched"
+	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/spec"
+)
+
+// lookupMode is prompt-lookup decoding: up to γ tokens proposed from an
+// n-gram match over the session's prompt and output (spec.PromptLookup), no
+// draft model, verified as a chain whose proposals have probability 1.
+type lookupMode struct{}
+
+// grow proposes each session's chain; a session with no match decodes
+// plainly this step (its span gets no rows).
+func (lookupMode) grow(_ context.Context, d *Speculative, st *sched.Step, idx []int) error {
+	for _, i := range idx {
+		q := st.Spans[i].S
+		s := d.state(q)
+		s.chain, _ = spec.PromptLookup(s.chain[:0], q.Tokens, d.o.Lookup)
+		s.q = s.q[:0]
+		for _, x := range s.chain {
+			s.q = append(s.q, sample.Dist{IDs: []int32{x}, Probs: []float32{1}})
+		}
+	}
+	return nil
+}
+
+func (lookupMode) rows(nb *input.Batch, s *seqState, q *session.Session, _ int32) int {
+	return chainRows(nb, s, q)
+}
+
+func (lookupMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(int32) []float32) (keep, accept []int32, err error) {
+	return verifyChain(d, sp, s, logits)
+}
