@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice/spec"
 )
 
 // ParamError reports one bad params value. A params Validate method returns

@@ -48,6 +48,14 @@ type Request struct {
 	Tokens       []int32         // a pre-tokenized prompt; used instead of Prompt when set (no BOS added)
 	MaxNewTokens int             // 0 = Options.MaxNewTokens
 	Sampling     *sample.Options // nil = Options.Sampling
+	// LogitBias adds to the logits of some tokens before every draw
+	// (OpenAI's logit_bias; -Inf bans a token).
+	LogitBias map[int32]float32
+	// Processors transform each row of the request's logits before its
+	// sampler sees it, after LogitBias, in every decoding strategy alike
+	// (sample.Processor): a grammar's mask, say. A processor is the
+	// request's own; the engine calls it from one goroutine at a time.
+	Processors []sample.Processor
 	// StopTokens are more token ids that end the request with finish reason
 	// stop, like EOS: a chat template's end-of-turn tokens (<|im_end|>,
 	// <|eot_id|>). The stop token itself is not part of the completion.
@@ -116,6 +124,10 @@ type Session struct {
 	noStop  bool
 	sampler *sample.Sampler
 	scratch sample.Scratch
+	// procs are the request's processors (LogitBias first); processed
+	// holds a processed copy of one row of logits.
+	procs     []sample.Processor
+	processed []float32
 	// Streaming (only with OnToken): dec turns the generated tokens' bytes
 	// into complete UTF-8, out is its scratch for one token, and held is an
 	// append-only chunk for the text OnToken gets that is not a vocabulary
@@ -159,6 +171,14 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 	if s.sampler, err = sample.New(so); err != nil {
 		return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
 	}
+	if len(req.LogitBias) > 0 {
+		b := sample.LogitBias(req.LogitBias)
+		if err := b.Validate(); err != nil {
+			return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
+		}
+		s.procs = append(s.procs, b)
+	}
+	s.procs = append(s.procs, req.Processors...)
 	if len(req.Tokens) > 0 {
 		s.Tokens = slices.Clone(req.Tokens)
 	} else {
@@ -251,15 +271,61 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 
 // Sample picks the token that follows history (the tokens up to and
 // including the one the logits were computed at) from the request's
-// sampler, with the uniform keyed by (seed, request, len(history)): the
-// draw plain decoding makes at that position, so a verifier that calls it
-// along a draft tree emits exactly the tokens plain decoding would.
+// processed logits (Process) by its sampler, with the uniform keyed by
+// (seed, request, len(history)): the draw plain decoding makes at that
+// position, so a verifier that calls it along a draft tree emits exactly the
+// tokens plain decoding would.
 func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
-	sc := s.Scratch
-	if sc == nil {
-		sc = &s.scratch
+	logits, err := s.Process(logits, history)
+	if err != nil {
+		return -1, err
 	}
-	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), sc)
+	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), s.sampleScratch())
+}
+
+// Dist is the request's distribution after history (Process, then the
+// sampler's transforms), living in sc: what a chain verifier compares a
+// draft's proposals against, and the draft's own distribution it proposes
+// from.
+func (s *Session) Dist(logits []float32, history []int32, sc *sample.Scratch) (sample.Dist, error) {
+	logits, err := s.Process(logits, history)
+	if err != nil {
+		return sample.Dist{}, err
+	}
+	return s.sampler.Dist(logits, history, sc)
+}
+
+// Process applies the request's processors (its logit bias, then
+// Request.Processors) to one row of logits computed after history. Without
+// processors it returns logits itself; otherwise a processed copy, valid
+// until the next call, so that logits is never changed and a row may be
+// processed any number of times with the same result. Every strategy reads
+// a row through it (Sample, Dist), and SpecExec processes its draft rows too.
+func (s *Session) Process(logits []float32, history []int32) ([]float32, error) {
+	if len(s.procs) == 0 {
+		return logits, nil
+	}
+	if cap(s.processed) < len(logits) {
+		s.processed = make([]float32, len(logits))
+	}
+	out := s.processed[:len(logits)]
+	copy(out, logits)
+	for _, p := range s.procs {
+		if err := p.Process(out, history); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Processes reports whether the request has processors (Process copies).
+func (s *Session) Processes() bool { return len(s.procs) > 0 }
+
+func (s *Session) sampleScratch() *sample.Scratch {
+	if s.Scratch != nil {
+		return s.Scratch
+	}
+	return &s.scratch
 }
 
 // Accept appends a sampled token, streams its text and applies the stop
