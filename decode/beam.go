@@ -35,6 +35,7 @@ type search struct {
 	free []int32 // lent ids not in use
 	outs []int   // output row per live beam this step
 	lp   [][]float32
+	hist []int32 // a beam's history, for the request's processors
 	// stepped is set when Expand hooked the search onto this step (the
 	// session's rows reach its end), so Settle advances it.
 	stepped bool
@@ -145,6 +146,16 @@ func (r *Beam) step(q *session.Session, s *search, logits func(int) []float32) e
 	}
 	for j, out := range s.outs {
 		LogSoftmax(s.lp[j], logits(out))
+		if q.Processes() {
+			// As Hugging Face's beam search applies its logits processors:
+			// to each beam's log-softmax scores, at the beam's own history.
+			s.hist = append(append(s.hist[:0], q.Tokens[:q.NPrompt]...), s.b.Tokens(j)...)
+			lp, err := q.Process(s.lp[j], s.hist)
+			if err != nil {
+				return err
+			}
+			copy(s.lp[j], lp)
+		}
 	}
 	// The new beams' tokens are the last of s.b.Tokens(j); parents say whose
 	// KV each extends.

@@ -44,7 +44,7 @@ func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx [
 				s.chain, s.q = s.chain[:0], s.q[:0]
 			}
 			hist := append(slices.Clone(q.Tokens), s.chain...)
-			dist, err := q.Sampler().Dist(d.draftLogits(j), hist, &d.sc)
+			dist, err := q.Dist(d.draftLogits(j), hist, &d.sc)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32)
 	hist := slices.Clone(q.Tokens)
 	p := make([]sample.Dist, 0, len(s.chain)+1)
 	for k := 0; k <= len(s.chain); k++ {
-		dist, err := q.Sampler().Dist(logits(int32(sp.Start+k)), hist, &d.sc)
+		dist, err := q.Dist(logits(int32(sp.Start+k)), hist, &d.sc)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -52,6 +52,7 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 	vocab := d.vocab
 	probs := make([]float32, len(idx)*vocab)
 	var dists []sample.Dist
+	var hist []int32
 	for k, i := range idx {
 		q := st.Spans[i].S
 		s := d.state(q)
@@ -62,7 +63,11 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 		if ids, err := s.tree.Expand(); err != nil || len(ids) != 1 || ids[0] != 0 {
 			return fmt.Errorf("request %s: tree expansion of the root gave %v, %v", q.Req.ID, ids, err)
 		}
-		dist := softmax(d.draftLogits(k), q.Sampler().Options().Temperature, probs[k*vocab:(k+1)*vocab])
+		logits, err := q.Process(d.draftLogits(k), q.Tokens)
+		if err != nil {
+			return err
+		}
+		dist := softmax(logits, q.Sampler().Options().Temperature, probs[k*vocab:(k+1)*vocab])
 		if err := s.tree.Add([]sample.Dist{dist}); err != nil {
 			return err
 		}
@@ -117,7 +122,18 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 					e.s.slot = append(e.s.slot, -1)
 				}
 				e.s.slot[id] = slots[row]
-				dists = append(dists, softmax(d.draftLogits(row), e.q.Sampler().Options().Temperature, probs[row*vocab:(row+1)*vocab]))
+				logits := d.draftLogits(row)
+				if e.q.Processes() {
+					// The draft's row is processed at the node's prefix as
+					// the target's will be, so the tree grows along tokens
+					// the target can take.
+					hist = e.s.tree.Path(append(hist[:0], e.q.Tokens...), id)
+					var err error
+					if logits, err = e.q.Process(logits, hist); err != nil {
+						return err
+					}
+				}
+				dists = append(dists, softmax(logits, e.q.Sampler().Options().Temperature, probs[row*vocab:(row+1)*vocab]))
 				row++
 			}
 			if err := e.s.tree.Add(dists); err != nil {
