@@ -13,6 +13,7 @@ import (
 func builtinRequests(sc *sched.Scheduler, o Options) []Strategy {
 	return []Strategy{
 		NewBeam(sc, endOfSequence(o.Tok)),
+		NewBestOf(sc),
 	}
 }
 

@@ -80,9 +80,15 @@ type Request struct {
 	// find its own state again (the root API's stream).
 	Tag any
 	// Beam, when set, decodes by beam search (Hugging Face generate with
-	// num_beams) instead of sampling; the pipeline needs a beam stage.
-	// NumBeams ≥ 1; MaxNewTokens, EOS and Vocab are filled by the engine.
+	// num_beams) instead of sampling. NumBeams ≥ 1; MaxNewTokens, EOS and
+	// Vocab are filled by the engine.
 	Beam *spec.BeamOptions
+	// BestOf > 1 samples that many candidate completions and ranks them by
+	// the sum of their tokens' log-probabilities, best first, in
+	// Session.Beams (OpenAI's best_of; the caller keeps the n it wants and
+	// counts them all in its usage). Tokens is the best's. No token is
+	// streamed (OnToken) while the candidates run.
+	BestOf int
 }
 
 // Options are the engine-wide defaults and limits a session is created with.
@@ -338,8 +344,7 @@ func (s *Session) Accept(next int32) (done bool) {
 	if s.FirstToken.IsZero() {
 		s.FirstToken = time.Now()
 	}
-	if (!s.noStop && (tokenizer.IsEOG(s.tok, next) || next == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, next) {
-		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
+	if s.Stops(next) {
 		s.end(FinishStop)
 		return true
 	}
@@ -354,6 +359,14 @@ func (s *Session) Accept(next int32) (done bool) {
 		s.end(FinishLength)
 	}
 	return s.Done()
+}
+
+// Stops reports whether token t ends the session (finish reason stop): the
+// vocabulary's end-of-generation tokens and BOS unless Options.NoStop is set
+// (llama2.c stops at BOS too: its vocabularies use BOS to delimit texts), and
+// Request.StopTokens always. EndIDs lists the same set.
+func (s *Session) Stops(t int32) bool {
+	return (!s.noStop && (tokenizer.IsEOG(s.tok, t) || t == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, t)
 }
 
 // Sampler is the request's sampler (a verifier needs its options).
