@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
+	"github.com/sluicehq/sluice/tokenizer"
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
@@ -38,6 +40,7 @@ type params struct {
 	logprobs   int // alternatives per token; -1: no logprobs
 	stream     bool
 	usage      bool
+	bestOf     int // > n: one best_of request per prompt (runBestOf); 0: none
 }
 
 // job is one HTTP generation request: its prompts × n choices.
@@ -235,8 +238,19 @@ func (s *Server) completionJob(req *completionRequest) (*job, *apiError) {
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, badRequest("suffix", "'suffix' is not supported by this server.")
 	}
-	if req.BestOf != nil && *req.BestOf != p.n {
-		return nil, badRequest("best_of", "'best_of' is not supported by this server (only best_of = n).")
+	if req.BestOf != nil {
+		switch k := *req.BestOf; {
+		case k < p.n:
+			return nil, badRequest("best_of", "'best_of' is %d: it must be ≥ n (%d).", k, p.n)
+		case k > s.o.MaxN:
+			return nil, badRequest("best_of", "'best_of' is %d: at most %d are allowed.", k, s.o.MaxN)
+		case k > p.n && p.stream:
+			return nil, badRequest("best_of", "'best_of' cannot be used with 'stream': the best candidates are known only when all have ended.")
+		case k > p.n && req.Logprobs != nil:
+			return nil, badRequest("best_of", "'best_of' greater than n cannot be combined with 'logprobs' on this server.")
+		case k > p.n:
+			p.bestOf = k
+		}
 	}
 	if req.Logprobs != nil {
 		if e := s.logprobsOK("logprobs"); e != nil {
@@ -250,6 +264,9 @@ func (s *Server) completionJob(req *completionRequest) (*job, *apiError) {
 	prompts, err := parsePrompts(req.Prompt)
 	if err != nil {
 		return nil, decodeError(err)
+	}
+	if p.bestOf > 0 && len(prompts)*p.bestOf > s.o.MaxN {
+		return nil, badRequest("best_of", "%d prompts × best_of = %d is %d candidates: at most %d are allowed.", len(prompts), p.bestOf, len(prompts)*p.bestOf, s.o.MaxN)
 	}
 	if len(prompts)*p.n > s.o.MaxN {
 		return nil, badRequest("n", "%d prompts × n = %d is %d choices: at most %d are allowed.", len(prompts), p.n, len(prompts)*p.n, s.o.MaxN)
@@ -350,8 +367,11 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 
 // run submits every choice of j and writes the response.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.Time) {
-	total := len(j.prompts) * j.p.n
-	if e := s.admit(total); e != nil {
+	total, requests := len(j.prompts)*j.p.n, len(j.prompts)*j.p.n
+	if j.p.bestOf > 0 {
+		requests = len(j.prompts) // one engine request per prompt
+	}
+	if e := s.admit(requests); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -360,6 +380,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, start time.
 	events := make(chan event, 4*total)
 	var wg sync.WaitGroup
 	for i, pr := range j.prompts {
+		if j.p.bestOf > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer s.release()
+				s.runBestOf(ctx, j, i, pr, events)
+			}()
+			continue
+		}
 		for c := range j.p.n {
 			wg.Add(1)
 			go func() {
@@ -460,6 +489,74 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		ev.text = stop.Flush()
 	}
 	events <- ev
+}
+
+// runBestOf runs prompt i of j as one best_of request (decode.BestOf) and
+// sends the n best candidates as choices i·n … i·n+n−1; usage counts every
+// candidate's tokens, as OpenAI's does.
+func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, events chan<- event) {
+	so := j.p.sampling
+	index := uint64(i)
+	if !j.p.seeded {
+		so.Seed, index = newSeed(), s.index.Add(1)
+	}
+	req := sluice.Request{
+		ID: fmt.Sprintf("%s-%d", j.id, i), Index: index, Tokens: prompt, BestOf: j.p.bestOf,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+	}
+	s.m.promptTokens.Add(float64(len(prompt)))
+	res, err := s.eng.Complete(ctx, req)
+	first := i * j.p.n
+	switch {
+	case err != nil && res.Finish == sluice.FinishError && errors.Is(res.Err, session.ErrPromptTooLong):
+		events <- event{index: first, final: true, err: withCode(badRequest("prompt", "%v", res.Err), "context_length_exceeded")}
+		return
+	case err != nil && ctx.Err() != nil:
+		events <- event{index: first, final: true, err: errClientGone}
+		return
+	case errors.Is(err, sluice.ErrClosed):
+		events <- event{index: first, final: true, err: errShuttingDown}
+		return
+	case err != nil:
+		events <- event{index: first, final: true, err: internalError(err)}
+		return
+	}
+	ntok := 0
+	for _, h := range res.Beams {
+		n := len(h.Tokens)
+		if n > 0 && s.stopsAt(h.Tokens[n-1], j.p.stopTokens) {
+			n-- // the stop token is not part of the completion
+		}
+		ntok += n
+	}
+	s.m.generationTokens.Add(float64(ntok))
+	for c := range j.p.n {
+		ev := event{index: first + c, final: true, finish: sluice.FinishLength}
+		if c == 0 {
+			ev.ntok = ntok
+		}
+		if c < len(res.Beams) {
+			h := res.Beams[c]
+			if n := len(h.Tokens); n > 0 && s.stopsAt(h.Tokens[n-1], j.p.stopTokens) {
+				ev.finish = sluice.FinishStop
+			}
+			stop := NewStopper(j.p.stops)
+			text, hit := stop.Push(h.Text)
+			if hit {
+				ev.finish = sluice.FinishStop
+			} else {
+				text += stop.Flush()
+			}
+			ev.text = text
+		}
+		events <- ev
+	}
+}
+
+// stopsAt reports whether a candidate that ends with tok ended on a stop
+// token: end of generation, BOS, or one of the request's.
+func (s *Server) stopsAt(tok int32, stops []int32) bool {
+	return tokenizer.IsEOG(s.tok, tok) || tok == s.tok.BOS() || slices.Contains(stops, tok)
 }
 
 func finishPtr(f string) *string {
