@@ -89,6 +89,10 @@ type Message struct {
 	Content string `json:"content"`
 }
 
+// MaxBestOf bounds a line's best_of: each candidate is a sequence of the
+// engine's continuous batch (max_in_flight bounds them too).
+const MaxBestOf = 64
+
 // Request is one prompt read from a file.
 type Request struct {
 	Line     int    // 1-based line in the input
@@ -97,6 +101,10 @@ type Request struct {
 	Messages []Message
 	// MaxTokens caps generated tokens; 0 = the pipeline's default.
 	MaxTokens int
+	// BestOf > 1 samples that many candidates and keeps the one with the
+	// highest cumulative log-probability (OpenAI's best_of; the line's one
+	// choice); usage counts every candidate's tokens. 0 or 1: none.
+	BestOf int
 	// Temperature, TopP, TopK, MinP and Seed override the pipeline's
 	// sampler when non-nil.
 	Temperature *float64

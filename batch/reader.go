@@ -181,6 +181,7 @@ type params struct {
 	MinP                json.RawMessage `json:"min_p"`
 	Stop                json.RawMessage `json:"stop"`
 	Model               json.RawMessage `json:"model"`
+	BestOf              json.RawMessage `json:"best_of"`
 	unsupported
 }
 
@@ -189,7 +190,6 @@ type params struct {
 // never silently dropped.
 type unsupported struct {
 	N                json.RawMessage `json:"n"`
-	BestOf           json.RawMessage `json:"best_of"`
 	Logprobs         json.RawMessage `json:"logprobs"`
 	TopLogprobs      json.RawMessage `json:"top_logprobs"`
 	Echo             json.RawMessage `json:"echo"`
@@ -210,7 +210,6 @@ func (u *unsupported) check(prefix string) string {
 		why     string
 	}{
 		{"n", u.N, []string{"1"}, "one choice per line: write a line per choice, each with its own custom_id and seed"},
-		{"best_of", u.BestOf, []string{"1"}, "one choice per line"},
 		{"logprobs", u.Logprobs, []string{"false"}, "log-probabilities are served by sluice serve, not by batch files"},
 		{"top_logprobs", u.TopLogprobs, []string{"0"}, "log-probabilities are served by sluice serve, not by batch files"},
 		{"echo", u.Echo, []string{"false"}, "the prompt is not echoed"},
@@ -365,6 +364,13 @@ func (r *Reader) fill(req *Request, p *params, prefix string) string {
 			return fmt.Sprintf("%q must be an integer from 0 to %d, got %s", prefix+key, math.MaxInt32, clip(maxTok))
 		}
 		req.MaxTokens = int(n)
+	}
+	if present(p.BestOf) {
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(p.BestOf)), 10, 64)
+		if err != nil || n < 1 || n > MaxBestOf {
+			return fmt.Sprintf("%q must be an integer from 1 to %d, got %s", prefix+"best_of", MaxBestOf, clip(p.BestOf))
+		}
+		req.BestOf = int(n)
 	}
 	if present(p.Temperature) {
 		var t float64

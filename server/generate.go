@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/tokenizer"
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
@@ -521,14 +519,11 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 		events <- event{index: first, final: true, err: internalError(err)}
 		return
 	}
-	ntok := 0
+	var cands [][]int32
 	for _, h := range res.Beams {
-		n := len(h.Tokens)
-		if n > 0 && s.stopsAt(h.Tokens[n-1], j.p.stopTokens) {
-			n-- // the stop token is not part of the completion
-		}
-		ntok += n
+		cands = append(cands, h.Tokens)
 	}
+	ntok := session.CandidateTokens(s.tok, cands, j.p.stopTokens)
 	s.m.generationTokens.Add(float64(ntok))
 	for c := range j.p.n {
 		ev := event{index: first + c, final: true, finish: sluice.FinishLength}
@@ -537,7 +532,7 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 		}
 		if c < len(res.Beams) {
 			h := res.Beams[c]
-			if n := len(h.Tokens); n > 0 && s.stopsAt(h.Tokens[n-1], j.p.stopTokens) {
+			if n := len(h.Tokens); n > 0 && session.IsStopToken(s.tok, h.Tokens[n-1], j.p.stopTokens) {
 				ev.finish = sluice.FinishStop
 			}
 			stop := NewStopper(j.p.stops)
@@ -551,12 +546,6 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 		}
 		events <- ev
 	}
-}
-
-// stopsAt reports whether a candidate that ends with tok ended on a stop
-// token: end of generation, BOS, or one of the request's.
-func (s *Server) stopsAt(tok int32, stops []int32) bool {
-	return tokenizer.IsEOG(s.tok, tok) || tok == s.tok.BOS() || slices.Contains(stops, tok)
 }
 
 func finishPtr(f string) *string {

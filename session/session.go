@@ -361,6 +361,27 @@ func (s *Session) Accept(next int32) (done bool) {
 	return s.Done()
 }
 
+// IsStopToken is the stop rule of a session with stop_at_eos on (Stops):
+// the vocabulary's end-of-generation tokens, BOS, and the request's stop
+// tokens. A front end that gets finished hypotheses back (best_of, beams),
+// whose tokens include the one that ended them, counts usage without it.
+func IsStopToken(tok tokenizer.Tokenizer, t int32, stops []int32) bool {
+	return tokenizer.IsEOG(tok, t) || t == tok.BOS() || slices.Contains(stops, t)
+}
+
+// CandidateTokens is the completion tokens of finished hypotheses as usage
+// counts them: each one's length without the stop token that ended it.
+func CandidateTokens(tok tokenizer.Tokenizer, hyps [][]int32, stops []int32) int {
+	n := 0
+	for _, h := range hyps {
+		n += len(h)
+		if len(h) > 0 && IsStopToken(tok, h[len(h)-1], stops) {
+			n--
+		}
+	}
+	return n
+}
+
 // Stops reports whether token t ends the session (finish reason stop): the
 // vocabulary's end-of-generation tokens and BOS unless Options.NoStop is set
 // (llama2.c stops at BOS too: its vocabularies use BOS to delimit texts), and

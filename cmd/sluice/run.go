@@ -188,7 +188,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				rn.fail(r, batch.CodeInvalidRequest, r.Err.Error())
 				continue
 			}
-			req := sluice.Request{ID: r.CustomID, Index: uint64(r.Line), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter}
+			req := sluice.Request{ID: r.CustomID, Index: uint64(r.Line), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter, BestOf: r.BestOf}
 			stops := r.Stop
 			if len(r.Messages) > 0 {
 				if cp == nil {
@@ -335,6 +335,29 @@ type batchRun struct {
 // submit runs one line. With stop strings its text is watched as it streams
 // (server.Stopper): the first one found ends the request at the next step.
 func (rn *batchRun) submit(ctx context.Context, eng *sluice.Engine, r batch.Request, req sluice.Request, stops []string) error {
+	if req.BestOf > 1 {
+		// No token streams while the candidates run: the best one's text is
+		// cut at the first stop string once it is known, and usage counts
+		// every candidate's tokens, as OpenAI's best_of does.
+		tok := eng.Loaded().Tokenizer
+		return eng.Submit(ctx, req, func(res sluice.Result) {
+			if res.Err == nil {
+				var cands [][]int32
+				for _, h := range res.Beams {
+					cands = append(cands, h.Tokens)
+				}
+				res.CompletionTokens = session.CandidateTokens(tok, cands, req.StopTokens)
+				if len(stops) > 0 {
+					st := server.NewStopper(stops)
+					text, hit := st.Push(res.Completion)
+					if hit {
+						res.Completion, res.Finish = text, sluice.FinishStop
+					}
+				}
+			}
+			rn.result(r, res)
+		})
+	}
 	if len(stops) == 0 {
 		return eng.Submit(ctx, req, func(res sluice.Result) { rn.result(r, res) })
 	}
