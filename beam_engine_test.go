@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/spec"
@@ -50,7 +50,7 @@ func refBeam(t *testing.T, plain *sluice.Engine, prompt []int32, o spec.BeamOpti
 
 func logSoftmax(x []float32) []float32 {
 	out := make([]float32, len(x))
-	decode.LogSoftmax(out, x)
+	sample.LogSoftmax(out, x)
 	return out
 }
 

@@ -11,10 +11,10 @@ package decode
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
 	"github.com/sluicehq/sluice/spec"
@@ -145,7 +145,7 @@ func (r *Beam) step(q *session.Session, s *search, logits func(int) []float32) e
 		s.lp = append(s.lp, make([]float32, r.vocab))
 	}
 	for j, out := range s.outs {
-		LogSoftmax(s.lp[j], logits(out))
+		sample.LogSoftmax(s.lp[j], logits(out)) // as HF takes log_softmax of the logits
 		if q.Processes() {
 			// As Hugging Face's beam search applies its logits processors:
 			// to each beam's log-softmax scores, at the beam's own history.
@@ -220,22 +220,5 @@ func (r *Beam) forget() {
 			r.sc.GiveKV(id)
 		}
 		delete(r.search, q)
-	}
-}
-
-// LogSoftmax writes the log-softmax of x to dst (float64 sums): the
-// log-probabilities beam search ranks by, as HF takes log_softmax of the logits.
-func LogSoftmax(dst, x []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v - mx))
-	}
-	lse := float64(mx) + math.Log(sum)
-	for i, v := range x {
-		dst[i] = float32(float64(v) - lse)
 	}
 }

@@ -3,7 +3,6 @@ package decode
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/sluicehq/sluice/kvcache"
@@ -173,7 +172,7 @@ func (b *BestOf) step(q *session.Session, r *bestOfRun, st *sched.Step) error {
 		if err != nil {
 			return err
 		}
-		cd.logp += b.logProb(processed, tok)
+		cd.logp += float64(processed[tok]) - sample.LogSumExp(processed)
 		cd.toks = append(cd.toks, tok)
 		// Plain decoding's stop rules, per candidate.
 		if q.Stops(tok) || (q.MaxNew() > 0 && len(cd.toks) >= q.MaxNew()) || q.NPrompt+len(cd.toks) > q.Context() {
@@ -216,19 +215,6 @@ func (b *BestOf) step(q *session.Session, r *bestOfRun, st *sched.Step) error {
 	q.KV = cd.seq
 	q.SetGenerated(cd.toks)
 	return nil
-}
-
-// logProb is log softmax(logits)[tok], in float64.
-func (b *BestOf) logProb(logits []float32, tok int32) float64 {
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for _, v := range logits {
-		sum += math.Exp(float64(v - mx))
-	}
-	return float64(logits[tok]-mx) - math.Log(sum)
 }
 
 func cmpFloat(a, b float64) int {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/pipelines"
@@ -85,8 +84,6 @@ func TestBestOf(t *testing.T) {
 				OnLogits: func(_ int32, lg []float32) { last = slices.Clone(lg) }}); err != nil {
 				t.Fatal(err)
 			}
-			lp := make([]float32, len(last))
-			decode.LogSoftmax(lp, last)
 			sum += logSoftmax64(last, tok)
 			hist = append(hist, tok)
 		}
@@ -127,16 +124,17 @@ func TestBestOf(t *testing.T) {
 	}
 }
 
+// logSoftmax64 is ln softmax(x)[tok], all in float64.
 func logSoftmax64(x []float32, tok int32) float64 {
-	mx := x[0]
+	mx := float64(x[0])
 	for _, v := range x {
-		mx = max(mx, v)
+		mx = max(mx, float64(v))
 	}
 	var s float64
 	for _, v := range x {
-		s += exp(float64(v - mx))
+		s += exp(float64(v) - mx)
 	}
-	return float64(x[tok]-mx) - log(s)
+	return float64(x[tok]) - mx - log(s)
 }
 
 var (

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/sample"
 )
 
 // ErrShape reports logits rows of different lengths or a next token outside
@@ -107,15 +109,7 @@ func LogSoftmax(dst []float64, logits []float32) []float64 {
 		dst = make([]float64, len(logits))
 	}
 	dst = dst[:len(logits)]
-	m := math.Inf(-1)
-	for _, x := range logits {
-		m = math.Max(m, float64(x)) // math.Max propagates NaN
-	}
-	var sum float64
-	for _, x := range logits {
-		sum += math.Exp(float64(x) - m)
-	}
-	lse := m + math.Log(sum)
+	lse := sample.LogSumExp(logits)
 	for i, x := range logits {
 		dst[i] = float64(x) - lse
 	}

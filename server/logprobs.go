@@ -1,9 +1,9 @@
 package server
 
 import (
-	"math"
 	"sync"
 
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -40,15 +40,7 @@ func newCapture(k int) *lpCapture { return &lpCapture{k: k} }
 
 func (c *lpCapture) logits(_ int32, logits []float32) {
 	c.buf = append(c.buf[:0], logits...)
-	m := math.Inf(-1)
-	for _, x := range c.buf {
-		m = max(m, float64(x))
-	}
-	var sum float64
-	for _, x := range c.buf {
-		sum += math.Exp(float64(x) - m)
-	}
-	c.lse = m + math.Log(sum)
+	c.lse = sample.LogSumExp(c.buf)
 }
 
 func (c *lpCapture) token(tok int32, _ string) {

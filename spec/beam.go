@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/sluicehq/sluice/sample"
 )
 
 // EarlyStopping is Hugging Face's early_stopping: when beam search may stop
@@ -227,10 +229,10 @@ func (b *Beam) Step(logprobs [][]float32) (parents []int, tokens []int32, done b
 			c := beamCand{beam: i, token: int32(j), total: s + float64(v)}
 			if len(h) < b.keep {
 				h = append(h, c)
-				beamUp(h, len(h)-1)
+				sample.HeapUp(h, len(h)-1, beamBetter)
 			} else if beamBetter(c, h[0]) {
 				h[0] = c
-				beamDown(h, 0)
+				sample.HeapDown(h, 0, beamBetter)
 			}
 		}
 	}
@@ -330,36 +332,4 @@ func (b *Beam) Results() []Hypothesis {
 	out := slices.Clone(b.finished[:n])
 	slices.SortStableFunc(out, func(a, c Hypothesis) int { return cmp.Compare(c.Score, a.Score) })
 	return out
-}
-
-// The heap below keeps the worst kept candidate at h[0].
-
-func beamUp(h []beamCand, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !beamBetter(h[p], h[i]) {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func beamDown(h []beamCand, i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		w := l
-		if r := l + 1; r < n && beamBetter(h[l], h[r]) {
-			w = r
-		}
-		if !beamBetter(h[i], h[w]) {
-			return
-		}
-		h[i], h[w] = h[w], h[i]
-		i = w
-	}
 }
