@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/pipelines"
+	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/spec"
 )
 
