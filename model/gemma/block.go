@@ -27,13 +27,7 @@ func (b *Block) Weights() []offload.Ref { return b.refs }
 
 func (b *Block) weights() []offload.Ref {
 	l := b.l
-	refs := []offload.Ref{l.AttnNorm, l.Q, l.K, l.V, l.O, l.AttnPostNorm, l.FFNNorm, l.Gate, l.Up, l.Down, l.FFNPostNorm}
-	for _, r := range []*offload.Ref{l.QNorm, l.KNorm} {
-		if r != nil {
-			refs = append(refs, *r)
-		}
-	}
-	return refs
+	return model.Refs(&l.AttnNorm, &l.Q, &l.K, &l.V, &l.O, &l.AttnPostNorm, &l.FFNNorm, &l.Gate, &l.Up, &l.Down, &l.FFNPostNorm, l.QNorm, l.KNorm)
 }
 
 // scratch slots in model.State used by a block (0 is the head's)

@@ -152,27 +152,11 @@ func (m *Model) Embed(ctx context.Context, st *model.State, w offload.Store) err
 // Head normalises the output rows, projects them onto the vocabulary and
 // caps the logits when the file says so.
 func (m *Model) Head(ctx context.Context, st *model.State, w offload.Store) error {
-	dim, outs := m.p.Dim, st.Batch.Outputs
-	st.Logits = model.Grow(st.Logits, len(outs)*m.p.Vocab)
-	if len(outs) == 0 {
-		return nil
-	}
-	var normBuf []float32
-	norm, pn, err := model.Vector(ctx, w, m.w.OutputNorm, &normBuf)
-	if err != nil {
+	if _, err := model.Head(ctx, st, w, model.HeadOptions{Norm: m.w.OutputNorm, Output: m.w.Output,
+		Dim: m.p.Dim, Vocab: m.p.Vocab, Eps: m.p.Eps, Pool: m.pool}); err != nil {
 		return err
 	}
-	defer pn.Release()
-	x := st.Scratch(0, len(outs)*dim)
-	for j, r := range outs {
-		kernels.RMSNorm(x[j*dim:(j+1)*dim], st.Hidden[int(r)*dim:(int(r)+1)*dim], norm, m.p.Eps)
-	}
-	out, po, err := model.Matrix(ctx, w, m.w.Output)
-	if err != nil {
-		return err
-	}
-	defer po.Release()
-	kernels.MatMul(m.pool, st.Logits, out, x, len(outs))
+	outs := st.Batch.Outputs
 	if c := m.p.FinalSoftcap; c > 0 {
 		kernels.Softcap(st.Logits[:len(outs)*m.p.Vocab], c)
 	}

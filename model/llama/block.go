@@ -28,19 +28,11 @@ func (b *Block) weights() []offload.Ref {
 	// In the order Forward acquires them: a store streaming tensor by
 	// tensor (offload's ssd tier under a small budget) reads them in this
 	// order, so the read ahead is the one the block needs next.
+	// Q, K, V and Gate are absent from fused layers.
 	l := b.l
-	var refs []offload.Ref
-	add := func(rs ...*offload.Ref) {
-		for _, r := range rs {
-			if r != nil && r.Valid() { // Q, K, V and Gate are absent from fused layers
-				refs = append(refs, *r)
-			}
-		}
-	}
-	add(&l.AttnNorm, l.Attn.QKV, &l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O)
-	add(l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm)
-	add(&l.FFNNorm, &l.Gate, &l.Up, &l.Down)
-	return refs
+	return model.Refs(&l.AttnNorm, l.Attn.QKV, &l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O,
+		l.Attn.QBias, l.Attn.KBias, l.Attn.VBias, l.Attn.OBias, l.Attn.QNorm, l.Attn.KNorm,
+		&l.FFNNorm, &l.Gate, &l.Up, &l.Down)
 }
 
 // scratch slots in model.State used by a block

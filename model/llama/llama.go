@@ -191,27 +191,12 @@ func (m *Model) embedRows(ctx context.Context, st *model.State, rr offload.RowRe
 
 // Head normalises the output rows and projects them onto the vocabulary.
 func (m *Model) Head(ctx context.Context, st *model.State, w offload.Store) error {
-	dim, outs := m.arch.Dim, st.Batch.Outputs
-	st.Logits = model.Grow(st.Logits, len(outs)*m.arch.Vocab)
-	if len(outs) == 0 {
-		return nil
-	}
-	var normBuf []float32 // used only by a non-F32 norm (never in GGUF files llama.cpp writes)
-	norm, pn, err := model.Vector(ctx, w, m.w.OutputNorm, &normBuf)
-	if err != nil {
+	x, err := model.Head(ctx, st, w, model.HeadOptions{Norm: m.w.OutputNorm, Output: m.w.Output,
+		Dim: m.arch.Dim, Vocab: m.arch.Vocab, Eps: m.arch.Eps, Pool: m.pool})
+	if err != nil || len(st.Batch.Outputs) == 0 {
 		return err
 	}
-	defer pn.Release()
-	x := st.Scratch(0, len(outs)*dim)
-	for j, r := range outs {
-		kernels.RMSNorm(x[j*dim:(j+1)*dim], st.Hidden[int(r)*dim:(int(r)+1)*dim], norm, m.arch.Eps)
-	}
-	out, po, err := model.Matrix(ctx, w, m.w.Output)
-	if err != nil {
-		return err
-	}
-	defer po.Release()
-	kernels.MatMul(m.pool, st.Logits, out, x, len(outs))
+	outs := st.Batch.Outputs
 	if st.Adapter != "" {
 		set, err := m.adapter(st.Adapter)
 		if err != nil {
