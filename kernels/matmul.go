@@ -59,10 +59,15 @@ var parallelMinMACs = 1 << 15
 //	// w: (Rows, Cols); x: (n, Cols) row-major; dst: (n, Rows) row-major
 //	dst[i*w.Rows+r] = Σ_j W(r, j) * x[i*w.Cols+j]   (float32, j ascending)
 //
-// where W(r, j) is the value tensor.DequantizeRow decodes. The result is
-// bit-identical to kernels/ref.MatMul for every n and pool size. p may be nil
-// (single-threaded). It panics if w fails Validate or a slice is too short.
-// It does not allocate.
+// where W(r, j) is the value tensor.DequantizeRow decodes. With the generic
+// kernels (purego, SLUICE_ISA=generic) the result is bit-identical to
+// kernels/ref.MatMul; the fast sets (AVX2, AVX-512, NEON) sum in their own
+// fixed order, and Q8_0/Q4_0 and the K-quants over int8-quantized
+// activations, so they are within the tolerance close_test.go derives, not
+// bit-identical. Every set fixes each output's reduction order by the shapes
+// alone: the result does not depend on n or on the pool's size (batch
+// invariance). p may be nil (single-threaded). It panics if w fails Validate
+// or a slice is too short. It does not allocate.
 func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 	if err := w.Validate(); err != nil {
 		panic(err)

@@ -17,9 +17,13 @@ import (
 
 // Kind is one stage kind, registered as a constructor (benthos registers its
 // components the same way): its name in TOML, its params, the element types
-// of its ports, its part in the decode loop and the builder that adds its
-// nodes to the graph. A kind registered on a Registry is usable from TOML
-// with no change to this package.
+// of its ports, its part in the decode loop, what its decoding strategy asks
+// of the engine before the engine sizes itself (Needs), and the builder that
+// adds its nodes to the graph or its strategy to the step
+// (BuildContext.Env.Loop). A kind registered on a Registry is usable from
+// TOML with no change to this package, the engine or the scheduler: a
+// drafter declares its headroom and its draft cache in Needs and sets
+// itself as the loop's engine strategy in Build, as draft_tree does.
 type Kind struct {
 	// Name is the value of kind = "..." (lower_snake).
 	Name string

@@ -76,8 +76,10 @@ type Request struct {
 	// When the request ends with bytes of an unfinished character held
 	// back, a last call has tok = -1 and their replacement text.
 	OnToken func(tok int32, text string)
-	// Tag is carried untouched to the finished session, for the caller to
-	// find its own state again (the root API's stream).
+	// Tag is carried untouched to the finished session, for whoever
+	// submits the request to the stage graph to find its own state again.
+	// The engine (package sluice) is that submitter: it sets Tag to its
+	// pending result, replacing whatever a caller put there.
 	Tag any
 	// Beam, when set, decodes by beam search (Hugging Face generate with
 	// num_beams) instead of sampling. NumBeams ≥ 1; MaxNewTokens, EOS and
