@@ -118,13 +118,13 @@ func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
 
 // Stats is a snapshot of the page pool.
 type Stats struct {
-	Pages       int        // pool size
-	PagesInUse  int        // referenced by at least one sequence
-	PagesFree   int        // Pages - PagesInUse
-	PagesShared int        // referenced by two or more sequences (Fork)
-	Sequences   int        // sequences with state (including empty forks)
-	Tokens      int        // sum of Len over sequences
-	Passes      int        // passes in flight
+	Pages       int // pool size
+	PagesInUse  int // referenced by at least one sequence
+	PagesFree   int // Pages - PagesInUse
+	PagesShared int // referenced by two or more sequences (Fork)
+	Sequences   int // sequences with state (including empty forks)
+	Tokens      int // sum of Len over sequences
+	Passes      int // passes in flight
 	// PagesCached are pages no sequence holds that the prefix cache keeps
 	// (counted in PagesInUse: they are not free, though a pass may take
 	// them back).
@@ -150,13 +150,13 @@ type Cache struct {
 	ref     []int32       // per page: number of sequences holding it; 0 = free
 	free    []int32       // free page ids (a stack)
 	seqs    map[int32]*seqState
-	pool    []*Pass     // ended passes for reuse
-	spare   []*seqState // dropped sequences, for reuse by newSeq
-	passes  int         // in flight
-	scratch []int32     // Commit's slots
-	res     *resident   // the KV budget; nil = every page in memory
+	pool    []*Pass      // ended passes for reuse
+	spare   []*seqState  // dropped sequences, for reuse by newSeq
+	passes  int          // in flight
+	scratch []int32      // Commit's slots
+	res     *resident    // the KV budget; nil = every page in memory
 	px      *prefixIndex // prefix caching; nil = off
-	final   SpillStats  // the budget's counters when Close released it
+	final   SpillStats   // the budget's counters when Close released it
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
