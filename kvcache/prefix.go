@@ -380,3 +380,20 @@ func (c *Cache) prefixStats() PrefixStats {
 	}
 	return st
 }
+
+// PrefixKeys is the keys MapPrefix looks up for tokens under salt in a
+// cache of pageTokens-token pages: one per full page it may map, the first
+// (len(tokens)-1)/pageTokens. A scheduler compares them to see which
+// requests share a prefix before any of it is cached.
+func PrefixKeys(salt []byte, tokens []int32, pageTokens int) []PrefixKey {
+	if pageTokens <= 0 || len(tokens) == 0 {
+		return nil
+	}
+	keys := make([]PrefixKey, (len(tokens)-1)/pageTokens)
+	prev := rootKey(salt)
+	for i := range keys {
+		keys[i] = chainKey(prev, tokens[i*pageTokens:(i+1)*pageTokens])
+		prev = keys[i]
+	}
+	return keys
+}

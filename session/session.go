@@ -94,8 +94,12 @@ type Session struct {
 	Tokens  []int32         // prompt (with BOS) then generated tokens
 	NPrompt int
 	Cached  int // tokens whose keys and values are in the KV cache
-	Finish  string
-	Err     error
+	// CachedTokens are the prompt tokens the prefix cache supplied: their
+	// keys and values were mapped from pages earlier requests computed,
+	// not computed for this one (OpenAI's usage.prompt_tokens_details.cached_tokens).
+	CachedTokens int
+	Finish       string
+	Err          error
 
 	Start, FirstToken, End time.Time
 
