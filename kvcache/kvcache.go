@@ -120,14 +120,14 @@ func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
 type Stats struct {
 	Pages       int // pool size
 	PagesInUse  int // referenced by at least one sequence
-	PagesFree   int // Pages - PagesInUse
+	PagesFree   int // Pages - PagesInUse - PagesCached
 	PagesShared int // referenced by two or more sequences (Fork)
 	Sequences   int // sequences with state (including empty forks)
 	Tokens      int // sum of Len over sequences
 	Passes      int // passes in flight
-	// PagesCached are pages no sequence holds that the prefix cache keeps
-	// (counted in PagesInUse: they are not free, though a pass may take
-	// them back).
+	// PagesCached are pages no sequence holds that the prefix cache keeps:
+	// neither in use nor free, though a pass takes them back when no page
+	// is free.
 	PagesCached int
 	Spill       SpillStats  // the KV budget's counters (zero without one)
 	Prefix      PrefixStats // the prefix cache's counters (zero without one)
@@ -438,7 +438,8 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	c.drainPrefix()
 	st := Stats{Pages: len(c.ref), PagesFree: len(c.free), Sequences: len(c.seqs), Passes: c.passes}
-	st.PagesInUse = st.Pages - st.PagesFree
+	st.PagesCached = c.avail() - len(c.free)
+	st.PagesInUse = st.Pages - st.PagesFree - st.PagesCached
 	for _, r := range c.ref {
 		if r > 1 {
 			st.PagesShared++
@@ -449,7 +450,6 @@ func (c *Cache) Stats() Stats {
 	}
 	st.Spill = c.spillStats()
 	st.Prefix = c.prefixStats()
-	st.PagesCached = st.Prefix.Idle
 	return st
 }
 

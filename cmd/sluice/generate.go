@@ -413,6 +413,7 @@ type generateJSON struct {
 	Text         string      `json:"text"`
 	Completion   string      `json:"completion"`
 	Finish       string      `json:"finish_reason"`
+	CachedTokens int         `json:"cached_tokens"` // prompt tokens the prefix cache supplied
 	Error        string      `json:"error,omitempty"`
 	Spec         *specReport `json:"spec,omitempty"`
 	Beams        []beamJSON  `json:"beams,omitempty"`
@@ -426,7 +427,7 @@ type beamJSON struct {
 }
 
 func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
-	j := generateJSON{PromptIDs: r.Tokens[:r.PromptTokens], GeneratedIDs: r.Tokens[r.PromptTokens:], Text: r.Text, Completion: r.Completion, Finish: r.Finish}
+	j := generateJSON{PromptIDs: r.Tokens[:r.PromptTokens], GeneratedIDs: r.Tokens[r.PromptTokens:], Text: r.Text, Completion: r.Completion, Finish: r.Finish, CachedTokens: r.CachedTokens}
 	if j.GeneratedIDs == nil {
 		j.GeneratedIDs = []int32{}
 	}
