@@ -126,6 +126,7 @@ fuzz:
 	$(call fuzz1,FuzzMatVec,kernels)
 	$(call fuzz1,FuzzAttentionMask,kernels)
 	$(call fuzz1,FuzzCacheOps,kvcache,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzPrefixOps,kvcache,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzLoop,graph,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzChatCompletions,server,$(FUZZX_SLOW))
 

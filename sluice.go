@@ -79,9 +79,12 @@ type Result struct {
 	Tokens     []int32
 	// PromptTokens and CompletionTokens count Tokens' two parts.
 	PromptTokens, CompletionTokens int
-	Finish                         string // FinishStop, FinishLength, …
-	Err                            error  // set for FinishError, FinishCancelled and FinishTimeout
-	Start, FirstToken, End         time.Time
+	// CachedTokens are the prompt tokens the prefix cache supplied (not
+	// computed for this request).
+	CachedTokens           int
+	Finish                 string // FinishStop, FinishLength, …
+	Err                    error  // set for FinishError, FinishCancelled and FinishTimeout
+	Start, FirstToken, End time.Time
 	// Beams are a beam search's returned sequences, best first (Tokens and
 	// Text are the best's).
 	Beams []BeamResult
@@ -333,7 +336,7 @@ func (e *Engine) sink(_ context.Context, r stages.Result) error {
 	e.mu.Unlock()
 	res := Result{
 		ID: q.Req.ID, Text: r.Text, Completion: r.Completion, Tokens: q.Tokens,
-		PromptTokens: q.NPrompt, CompletionTokens: q.Generated(),
+		PromptTokens: q.NPrompt, CompletionTokens: q.Generated(), CachedTokens: q.CachedTokens,
 		Finish: q.Finish, Err: q.Err, Start: q.Start, FirstToken: q.FirstToken, End: q.End,
 	}
 	for _, h := range q.Beams {

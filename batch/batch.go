@@ -149,6 +149,7 @@ type Result struct {
 	Text             string  `json:"text,omitempty"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens,omitempty"` // prompt tokens the prefix cache supplied
 	FinishReason     string  `json:"finish_reason,omitempty"` // "stop" (EOS), "length" (max tokens or context)
 	PrefillMS        float64 `json:"prefill_ms,omitempty"`
 	DecodeMS         float64 `json:"decode_ms,omitempty"`

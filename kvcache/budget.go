@@ -237,6 +237,12 @@ func (c *Cache) unpin(l int, p int32) {
 func (c *Cache) evict(id int) {
 	r := c.res
 	l, p := id/r.pages, int32(id%r.pages)
+	if c.isIdle(p) {
+		// A cached copy no sequence holds: drop the whole page rather
+		// than write it (see prefix.go).
+		c.forget(p)
+		return
+	}
 	buf := r.buf[id]
 	if r.dirty[id] || !r.sp.has(int32(l), p) {
 		if err := r.sp.put(int32(l), p, buf); err != nil {

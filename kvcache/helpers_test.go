@@ -228,7 +228,11 @@ func checkBudget(t testing.TB, c *Cache) {
 			if st != framePinned && r.pins[id] != 0 {
 				t.Fatalf("layer %d page %d: %d pins in state %d", l, p, r.pins[id], st)
 			}
-			if c.ref[p] == 0 && (st != frameEmpty || r.sp.has(int32(l), int32(p))) {
+			if c.isIdle(int32(p)) {
+				if st == frameEmpty || st == framePinned {
+					t.Fatalf("idle cached page %d: layer %d in state %d: lost or pinned", p, l, st)
+				}
+			} else if c.ref[p] == 0 && (st != frameEmpty || r.sp.has(int32(l), int32(p))) {
 				t.Fatalf("free page %d: layer %d in state %d (in file %v)", p, l, st, r.sp.has(int32(l), int32(p)))
 			}
 		}
@@ -301,9 +305,12 @@ func checkInvariants(t testing.TB, c *Cache) {
 	}
 	st := Stats{Pages: len(c.ref), PagesFree: len(c.free)}
 	for p := range c.ref {
-		if count[p] > 0 {
+		if count[p] > 0 || c.isIdle(int32(p)) {
 			st.PagesInUse++
 		}
+	}
+	if c.px != nil {
+		checkPrefixIndex(t, c)
 	}
 	if st.PagesInUse+st.PagesFree != st.Pages {
 		t.Fatalf("pages lost: %d in use + %d free != %d", st.PagesInUse, st.PagesFree, st.Pages)
@@ -319,8 +326,8 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if c.ref[p] != count[p] {
 			t.Fatalf("page %d: refcount %d, held by %d sequences", p, c.ref[p], count[p])
 		}
-		if inFree[p] != (count[p] == 0) {
-			t.Fatalf("page %d: in free list %v, held by %d sequences", p, inFree[p], count[p])
+		if inFree[p] != (count[p] == 0 && !c.isIdle(int32(p))) {
+			t.Fatalf("page %d: in free list %v, held by %d sequences, idle cached %v", p, inFree[p], count[p], c.isIdle(int32(p)))
 		}
 	}
 }

@@ -100,6 +100,14 @@ type Options struct {
 	// SpillDir is where the spill file is made ("" = the system's temp
 	// directory). The file is unlinked at once.
 	SpillDir string
+	// PrefixCache turns on prefix caching (see prefix.go): full pages
+	// published under a key of their tokens stay cached when their
+	// sequences end, and MapPrefix starts a new sequence with them.
+	PrefixCache bool
+	// PrefixBytes bounds the bytes of cached pages no sequence holds
+	// (ristretto's MaxCost); 0 = Budget when one is set, else the whole
+	// pool. Pages in use are not counted: they are pinned outside it.
+	PrefixBytes int64
 }
 
 // Bytes is the cache size of the seed's formula 2·L·G·d·T·bytes: keys and
@@ -110,14 +118,19 @@ func Bytes(layers, kvHeads, headDim, tokens, bytesPerValue int) int64 {
 
 // Stats is a snapshot of the page pool.
 type Stats struct {
-	Pages       int        // pool size
-	PagesInUse  int        // referenced by at least one sequence
-	PagesFree   int        // Pages - PagesInUse
-	PagesShared int        // referenced by two or more sequences (Fork)
-	Sequences   int        // sequences with state (including empty forks)
-	Tokens      int        // sum of Len over sequences
-	Passes      int        // passes in flight
-	Spill       SpillStats // the KV budget's counters (zero without one)
+	Pages       int // pool size
+	PagesInUse  int // referenced by at least one sequence
+	PagesFree   int // Pages - PagesInUse - PagesCached
+	PagesShared int // referenced by two or more sequences (Fork)
+	Sequences   int // sequences with state (including empty forks)
+	Tokens      int // sum of Len over sequences
+	Passes      int // passes in flight
+	// PagesCached are pages no sequence holds that the prefix cache keeps:
+	// neither in use nor free, though a pass takes them back when no page
+	// is free.
+	PagesCached int
+	Spill       SpillStats  // the KV budget's counters (zero without one)
+	Prefix      PrefixStats // the prefix cache's counters (zero without one)
 }
 
 // Cache is a paged KV cache. All methods are safe for concurrent use; see the
@@ -137,12 +150,13 @@ type Cache struct {
 	ref     []int32       // per page: number of sequences holding it; 0 = free
 	free    []int32       // free page ids (a stack)
 	seqs    map[int32]*seqState
-	pool    []*Pass     // ended passes for reuse
-	spare   []*seqState // dropped sequences, for reuse by newSeq
-	passes  int         // in flight
-	scratch []int32     // Commit's slots
-	res     *resident   // the KV budget; nil = every page in memory
-	final   SpillStats  // the budget's counters when Close released it
+	pool    []*Pass      // ended passes for reuse
+	spare   []*seqState  // dropped sequences, for reuse by newSeq
+	passes  int          // in flight
+	scratch []int32      // Commit's slots
+	res     *resident    // the KV budget; nil = every page in memory
+	px      *prefixIndex // prefix caching; nil = off
+	final   SpillStats   // the budget's counters when Close released it
 }
 
 // seqState is one sequence. Its fields change only under Cache.mu, and never
@@ -164,6 +178,12 @@ type seqState struct {
 	lastValid bool
 
 	tree treeState
+
+	// Prefix caching: root is the key of the salt the sequence was last
+	// published or mapped under, keys[i] the key of its page i (the full
+	// pages whose contents are known, from the first on).
+	root PrefixKey
+	keys []PrefixKey
 
 	entry int // index into the current Begin's entries (valid while marked)
 }
@@ -262,6 +282,8 @@ func New(o Options) (*Cache, error) {
 		return nil, fmt.Errorf("%w: Budget = %d, want >= 0 (0 = none)", ErrOptions, o.Budget)
 	case o.PassFrames < 0:
 		return nil, bad("PassFrames", o.PassFrames, ">= 0")
+	case o.PrefixBytes < 0:
+		return nil, fmt.Errorf("%w: PrefixBytes = %d, want >= 0 (0 = the budget, or the pool)", ErrOptions, o.PrefixBytes)
 	}
 	if o.PageTokens == 0 {
 		o.PageTokens = DefaultPageTokens
@@ -309,6 +331,22 @@ func New(o Options) (*Cache, error) {
 		}
 		c.res = r
 	}
+	if o.PrefixCache {
+		if c.o.PrefixBytes == 0 {
+			c.o.PrefixBytes = o.Budget
+			if c.o.PrefixBytes == 0 {
+				c.o.PrefixBytes = int64(pages) * 8 * int64(c.pageW) * int64(o.Layers)
+			}
+		}
+		px, err := newPrefixIndex(c, pages)
+		if err != nil {
+			if c.res != nil {
+				c.res.close()
+			}
+			return nil, err
+		}
+		c.px = px
+	}
 	return c, nil
 }
 
@@ -318,6 +356,9 @@ func New(o Options) (*Cache, error) {
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.px != nil {
+		c.px.close()
+	}
 	if c.res == nil {
 		return nil
 	}
@@ -395,8 +436,10 @@ func (c *Cache) Len(seq int32) int32 {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drainPrefix()
 	st := Stats{Pages: len(c.ref), PagesFree: len(c.free), Sequences: len(c.seqs), Passes: c.passes}
-	st.PagesInUse = st.Pages - st.PagesFree
+	st.PagesCached = c.avail() - len(c.free)
+	st.PagesInUse = st.Pages - st.PagesFree - st.PagesCached
 	for _, r := range c.ref {
 		if r > 1 {
 			st.PagesShared++
@@ -406,14 +449,20 @@ func (c *Cache) Stats() Stats {
 		st.Tokens += int(s.len)
 	}
 	st.Spill = c.spillStats()
+	st.Prefix = c.prefixStats()
 	return st
 }
 
 // pagesFor is how many pages n tokens occupy.
 func (c *Cache) pagesFor(n int32) int { return int((n + c.pt - 1) / c.pt) }
 
-// takePage pops a free page, allocating its buffers on first use. c.mu held.
+// takePage pops a free page, allocating its buffers on first use; with none
+// free it takes back the least recently idled cached page (the caller has
+// checked avail). c.mu held.
 func (c *Cache) takePage() int32 {
+	if len(c.free) == 0 {
+		c.reclaim()
+	}
 	p := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
 	c.ref[p] = 1
@@ -467,10 +516,15 @@ func (c *Cache) Reserve(n int) {
 	}
 }
 
-// release drops one reference to page p. c.mu held.
+// release drops one reference to page p; the last one frees it, or keeps
+// it as an idle cached copy if it is in the prefix index. c.mu held.
 func (c *Cache) release(p int32) {
 	c.ref[p]--
 	if c.ref[p] == 0 {
+		if c.px != nil && c.px.keyed[p] {
+			c.idle(p)
+			return
+		}
 		c.free = append(c.free, p)
 		if c.res != nil {
 			c.dropFrames(p)
@@ -539,7 +593,7 @@ func (c *Cache) shrink(s *seqState, n int) {
 // then page i is left shared as it was. c.mu held.
 func (c *Cache) unshare(s *seqState, i int) error {
 	old := s.pages[i]
-	if c.ref[old] == 1 {
+	if !c.shared(s, i) {
 		return nil
 	}
 	p := c.takePage()
@@ -552,13 +606,18 @@ func (c *Cache) unshare(s *seqState, i int) error {
 			return fmt.Errorf("kvcache: copy-on-write of page %d of sequence %d: %w", i, s.id, err)
 		}
 	}
-	c.ref[old]--
 	c.setPage(s, i, p)
+	c.release(old)
 	return nil
 }
 
-// shared reports whether page i of s is held by another sequence. c.mu held.
-func (c *Cache) shared(s *seqState, i int) bool { return c.ref[s.pages[i]] > 1 }
+// shared reports whether page i of s must be copied before it is written:
+// another sequence holds it, or it is in the prefix index, whose pages are
+// never written (their key names their contents). c.mu held.
+func (c *Cache) shared(s *seqState, i int) bool {
+	p := s.pages[i]
+	return c.ref[p] > 1 || (c.px != nil && c.px.keyed[p])
+}
 
 // newSeq creates the state of seq. c.mu held.
 func (c *Cache) newSeq(seq int32) *seqState {
@@ -569,7 +628,7 @@ func (c *Cache) newSeq(seq int32) *seqState {
 		s, c.spare = c.spare[k], c.spare[:k]
 		t := s.tree
 		t.close()
-		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, kh: s.kh, vh: s.vh, lastRows: s.lastRows[:0], tree: t, entry: -1}
+		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, kh: s.kh, vh: s.vh, lastRows: s.lastRows[:0], tree: t, keys: s.keys[:0], entry: -1}
 	} else {
 		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), tree: treeState{start: -1}, entry: -1}
 		if c.f16 {
@@ -609,6 +668,7 @@ func (c *Cache) Truncate(seq, n int32) error {
 	}
 	s.len = n
 	s.lastValid = false
+	c.trimKeys(s, n)
 	if t := &s.tree; t.open() {
 		if n <= t.start {
 			t.close()
@@ -659,9 +719,14 @@ func (c *Cache) Fork(src, dst, n int32) error {
 	} else {
 		d.tree.close()
 	}
+	d.keys = d.keys[:0]
+	if s != nil {
+		d.root = s.root
+		d.keys = append(d.keys, s.keys[:min(len(s.keys), int(n/c.pt))]...)
+	}
 	for i := range c.pagesFor(n) {
 		p := s.pages[i]
-		c.ref[p]++
+		c.hold(p)
 		c.appendPage(d, p)
 	}
 	return nil
@@ -787,8 +852,8 @@ func (c *Cache) compact(s *seqState, base int32, src []int32) error {
 				need++
 			}
 		}
-		if need > len(c.free) {
-			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, s.id, need, len(c.free))
+		if need > c.avail() {
+			return fmt.Errorf("%w: commit sequence %d needs %d pages to unshare, %d free", ErrFull, s.id, need, c.avail())
 		}
 		for i := lo; i < hi; i++ {
 			if err := c.unshare(s, i); err != nil {
@@ -814,6 +879,7 @@ func (c *Cache) compact(s *seqState, base int32, src []int32) error {
 	}
 	s.len = newLen
 	s.lastValid = false
+	c.trimKeys(s, base)
 	s.tree.close()
 	c.shrink(s, c.pagesFor(newLen))
 	return nil

@@ -255,8 +255,9 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 			need++ // the tail page is written, so it must be copied first
 		}
 	}
-	if need > len(c.free) {
-		return fail(fmt.Errorf("%w: batch of %d rows needs %d pages, %d of %d free", ErrFull, len(b.Seq), need, len(c.free), len(c.ref)))
+	c.drainPrefix()
+	if need > c.avail() {
+		return fail(fmt.Errorf("%w: batch of %d rows needs %d pages, %d of %d free", ErrFull, len(b.Seq), need, c.avail(), len(c.ref)))
 	}
 	if r := c.res; r != nil {
 		frames := 0
@@ -281,15 +282,16 @@ func (c *Cache) reserve(p *Pass, b *input.Batch) error {
 			// Copy the shared tail page, but keep holding the original until
 			// End so that Abort can put it back.
 			old := e.s.pages[e.pages-1]
+			c.hold(old)
 			if err := c.unshare(e.s, e.pages-1); err != nil {
 				// Under a budget a frame could not be read back: the
 				// pass goes on sharing the page and fails at End.
+				c.release(old)
 				if p.err == nil {
 					p.err = err
 				}
 			} else {
 				e.cow = old
-				c.ref[e.cow]++
 			}
 		}
 		for range c.pagesFor(e.base+e.count) - e.pages {

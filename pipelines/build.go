@@ -18,7 +18,8 @@ import (
 // KV budget from [cache].
 func (p *Pipeline) SchedOptions() sched.Options {
 	o := sched.Options{Context: p.Model.Context, PageTokens: p.Model.PageTokens, MaxSeqs: 1,
-		KVBudget: p.Cache.KVBudget, SpillDir: p.Cache.SpillDir, KVType: p.Cache.KVDType()}
+		KVBudget: p.Cache.KVBudget, SpillDir: p.Cache.SpillDir, KVType: p.Cache.KVDType(),
+		PrefixCache: !p.Cache.NoPrefixCache, PrefixCacheBytes: p.Cache.PrefixCacheSize, ModelID: p.Model.Path}
 	if s, ok := p.StageOfKind(KindScheduler); ok {
 		ps := s.Params.(*SchedulerParams)
 		o.MaxSeqs, o.PrefillChunk, o.MaxBatchTokens = ps.MaxInFlight, ps.PrefillChunk, ps.MaxBatchTokens

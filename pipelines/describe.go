@@ -45,6 +45,10 @@ func (p *Pipeline) Describe(w io.Writer) {
 	fmt.Fprintln(w, "cache:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  kv_type\t%s\n", p.Cache.KVDType())
+	fmt.Fprintf(tw, "  prefix_cache\t%v\n", !p.Cache.NoPrefixCache)
+	if c := p.Cache; !c.NoPrefixCache && c.PrefixCacheSize > 0 {
+		fmt.Fprintf(tw, "  prefix_cache_size\t%s\n", offload.FormatBytes(c.PrefixCacheSize))
+	}
 	if c := p.Cache; c.KVBudget > 0 {
 		fmt.Fprintf(tw, "  kv_budget\t%s\n", offload.FormatBytes(c.KVBudget))
 		fmt.Fprintf(tw, "  spill_dir\t%s\n", orDefault(c.SpillDir, "the system's temp directory"))

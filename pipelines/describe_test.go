@@ -25,7 +25,8 @@ model:
   context      the model's context length
   page_tokens  the KV cache's default
 cache:
-  kv_type  f32
+  kv_type       f32
+  prefix_cache  true
 stages (session.Request → stages.Result):
   #  id          kind                in → out                            loop    buffer  workers  fuse   params
   1  tokenize    tokenize            session.Request → *session.Session  -       1       1        false  add_bos=true

@@ -93,9 +93,11 @@ type fileTOML struct {
 }
 
 type cacheTOML struct {
-	KVBudget any    `toml:"kv_budget"` // "64MiB", or an integer of bytes
-	SpillDir string `toml:"spill_dir"`
-	KVType   string `toml:"kv_type"` // "f32" or "f16"
+	KVBudget        any    `toml:"kv_budget"` // "64MiB", or an integer of bytes
+	SpillDir        string `toml:"spill_dir"`
+	KVType          string `toml:"kv_type"` // "f32" or "f16"
+	PrefixCache     *bool  `toml:"prefix_cache"`
+	PrefixCacheSize any    `toml:"prefix_cache_size"` // like kv_budget
 }
 
 type modelTOML struct {
@@ -422,7 +424,11 @@ func (l *loader) cache(prim toml.Primitive) CacheSpec {
 		l.add(&Error{Line: l.ix.keyLine([]string{"cache", "kv_type"}), Kind: ErrInvalid, Msg: fmt.Sprintf("cache.kv_type: %q, want \"f32\" or \"f16\"", c.KVType)})
 		c.KVType = ""
 	}
-	return CacheSpec{KVBudget: budget, SpillDir: c.SpillDir, KVType: c.KVType}
+	size := byteSize(c.PrefixCacheSize, func(msg string) {
+		l.add(&Error{Line: l.ix.keyLine([]string{"cache", "prefix_cache_size"}), Kind: ErrInvalid, Msg: "cache.prefix_cache_size: " + msg})
+	})
+	return CacheSpec{KVBudget: budget, SpillDir: c.SpillDir, KVType: c.KVType,
+		NoPrefixCache: c.PrefixCache != nil && !*c.PrefixCache, PrefixCacheSize: size}
 }
 
 // stages decodes every [[stage]]; raw is the generic value of "stage".

@@ -175,6 +175,14 @@ type CacheSpec struct {
 	// KVType is the KV cache's element type, "f32" or "f16" (binary16
 	// pages: half the memory and attention bandwidth); "" = DefaultKVType.
 	KVType string
+	// NoPrefixCache turns prefix caching off (the file's prefix_cache =
+	// false); it is on by default: a request starts from the cached KV
+	// pages of the longest prefix of its prompt earlier requests computed.
+	NoPrefixCache bool
+	// PrefixCacheSize bounds the bytes of cached KV pages no request holds
+	// (prefix_cache_size, with units like kv_budget); 0 = kv_budget when
+	// set, else the KV pool.
+	PrefixCacheSize int64
 }
 
 // DefaultKVType is the KV element type when neither [cache] kv_type nor a

@@ -59,6 +59,15 @@ type Options struct {
 	// KVType is the KV cache's element type (kv_type): tensor.F32 (the zero
 	// value) or tensor.F16, binary16 pages of half the bytes.
 	KVType tensor.DType
+	// PrefixCache turns on prefix caching (prefix_cache, see prefix.go): a
+	// session starts from the cached KV pages of the longest prefix of its
+	// prompt that earlier or concurrent sessions computed. PrefixCacheBytes
+	// bounds the cached pages no session holds (prefix_cache_size); 0 =
+	// KVBudget when one is set, else the KV pool.
+	PrefixCache      bool
+	PrefixCacheBytes int64
+	// ModelID names the model in the prefix cache's keys (its path).
+	ModelID string
 }
 
 // ErrClosed is returned by Admit after Close, and is the error of sessions
@@ -88,6 +97,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("sched: kv_budget = %d, want ≥ 0 (0 = none)", o.KVBudget)
 	case o.KVType != tensor.F32 && o.KVType != tensor.F16:
 		return fmt.Errorf("sched: kv_type = %v, want f32 or f16", o.KVType)
+	case o.PrefixCacheBytes < 0:
+		return fmt.Errorf("sched: prefix_cache_size = %d, want ≥ 0 (0 = the KV budget, or the KV pool)", o.PrefixCacheBytes)
 	}
 	return nil
 }
@@ -153,6 +164,8 @@ type Scheduler struct {
 	closed   bool               // under mu, so that no Admit slips in after the last Plan
 	ended    bool               // Retired has been closed
 	active   []*session.Session // oldest first
+	held     []*session.Session // taken from the queue, waiting for a shared prefix (prefix.go)
+	keys     map[*session.Session][]kvcache.PrefixKey
 	freeKV   []int32
 	shutdown bool // Shutdown: cancel everything at the next Plan
 	steps    int64
@@ -199,6 +212,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 		queue:   make(chan *session.Session, o.MaxSeqs),
 		retired: make(chan *session.Session, o.MaxSeqs),
 		stop:    make(chan struct{}),
+		keys:    map[*session.Session][]kvcache.PrefixKey{},
 	}
 	for i := o.MaxSeqs - 1; i >= 0; i-- {
 		s.freeKV = append(s.freeKV, int32(i))
@@ -274,6 +288,7 @@ func KVOptions(a model.Arch, o Options) kvcache.Options {
 		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
 		PageTokens: o.PageTokens, MaxTokens: (seqLen + pt - 1) / pt * pt * o.MaxSeqs, MaxSeqLen: seqLen,
 		Window: a.SlidingWindow, DType: o.KVType,
+		PrefixCache: o.PrefixCache, PrefixBytes: o.PrefixCacheBytes,
 	}
 }
 
@@ -345,7 +360,7 @@ func (s *Scheduler) Retired() <-chan *session.Session { return s.retired }
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Queued: len(s.queue), Active: len(s.active), Steps: s.steps, Rows: s.rows, MaxSeqs: s.maxSeqs, KV: s.KV.Stats()}
+	return Stats{Queued: len(s.queue) + len(s.held), Active: len(s.active), Steps: s.steps, Rows: s.rows, MaxSeqs: s.maxSeqs, KV: s.KV.Stats()}
 }
 
 // Plan builds the next step's batch into st (Reserve then takes its KV
@@ -370,23 +385,37 @@ func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 // admit moves queued sessions into the active set while there is room; with
 // none active it blocks for the first one (or for Close).
 func (s *Scheduler) admit(ctx context.Context) error {
+	if s.o.PrefixCache {
+		s.mu.Lock()
+		s.publishActive()
+		s.mu.Unlock()
+	}
 	for {
 		s.mu.Lock()
 		s.cancelAll()
 		n := len(s.active)
 		room := n < s.o.MaxSeqs
+		var q *session.Session
+		if room {
+			q = s.unheld() // held back earlier, free to go now
+		}
+		full := len(s.held) >= s.o.MaxSeqs
 		s.mu.Unlock()
 		if !room {
 			return nil
 		}
-		var q *session.Session
-		if n > 0 {
+		switch {
+		case q != nil:
+		case full:
+			return nil // as many held back as can run at once: the queue waits
+		case n > 0:
 			select {
 			case q = <-s.queue:
+				s.signalSpace()
 			default:
 				return nil
 			}
-		} else {
+		default:
 			select {
 			case q = <-s.queue:
 			case <-s.stop:
@@ -398,16 +427,25 @@ func (s *Scheduler) admit(ctx context.Context) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			s.signalSpace()
 		}
-		s.signalSpace()
 		if q.Check() {
+			s.mu.Lock()
+			s.forgetKeys(q)
+			s.mu.Unlock()
 			s.retired <- q
 			continue
 		}
 		s.mu.Lock()
+		if s.o.PrefixCache && s.waits(q) {
+			s.held = append(s.held, q)
+			s.mu.Unlock()
+			continue
+		}
 		q.KV = s.freeKV[len(s.freeKV)-1]
 		q.Scratch = &s.scratch
 		s.freeKV = s.freeKV[:len(s.freeKV)-1]
+		s.mapPrefix(q)
 		s.active = append(s.active, q)
 		s.mu.Unlock()
 	}
@@ -432,6 +470,9 @@ func (s *Scheduler) cancelAll() {
 	for _, q := range s.active {
 		q.Cancel(ErrClosed)
 	}
+	for _, q := range s.held {
+		q.Cancel(ErrClosed)
+	}
 }
 
 // idleAndClosed reports whether the scheduler is closed with nothing left,
@@ -439,7 +480,7 @@ func (s *Scheduler) cancelAll() {
 func (s *Scheduler) idleAndClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.active) > 0 || len(s.queue) > 0 || !s.closed {
+	if len(s.active) > 0 || len(s.queue) > 0 || len(s.held) > 0 || !s.closed {
 		return false
 	}
 	if !s.ended {
@@ -619,9 +660,11 @@ func (s *Scheduler) FreeKV() int {
 
 // release frees q's KV sequence. s.mu held.
 func (s *Scheduler) release(q *session.Session) {
+	s.forgetKeys(q)
 	if q.KV < 0 {
 		return
 	}
+	s.publish(q)
 	s.KV.Free(q.KV)
 	s.freeKV = append(s.freeKV, q.KV)
 	q.KV = -1

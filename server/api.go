@@ -182,6 +182,22 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails is OpenAI's breakdown of PromptTokens (always
+	// set by sluice's writers).
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails breaks down a response's prompt tokens.
+type PromptTokensDetails struct {
+	// CachedTokens are prompt tokens whose keys and values came from the
+	// prefix cache (computed for an earlier request) instead of a prefill.
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// NewUsage is the usage of prompt, completion and cached prompt tokens.
+func NewUsage(prompt, completion, cached int) *Usage {
+	return &Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		PromptTokensDetails: &PromptTokensDetails{CachedTokens: cached}}
 }
 
 type completionLogprobs struct {

@@ -61,6 +61,7 @@ type event struct {
 	finish string
 	err    *apiError
 	ntok   int
+	cached int // prompt tokens from the prefix cache
 }
 
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
@@ -473,7 +474,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 	}
 	res := st.Result()
 	s.m.generationTokens.Add(float64(ntok))
-	ev := event{index: idx, final: true, ntok: ntok, finish: res.Finish}
+	ev := event{index: idx, final: true, ntok: ntok, cached: res.CachedTokens, finish: res.Finish}
 	switch {
 	case stopped:
 		ev.finish = sluice.FinishStop
@@ -594,12 +595,13 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 	lps := make([][]tokenLP, total)
 	finish := make([]string, total)
 	var fail *apiError
-	ntok := 0
+	ntok, cached := 0, make([]int, len(j.prompts))
 	for ev := range events {
 		texts[ev.index].WriteString(ev.text)
 		lps[ev.index] = append(lps[ev.index], ev.lps...)
 		if ev.final {
 			finish[ev.index], ntok = ev.finish, ntok+ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
 			if ev.err != nil && fail == nil {
 				fail = ev.err
 			}
@@ -609,11 +611,7 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		writeError(w, fail)
 		return
 	}
-	u := &Usage{CompletionTokens: ntok}
-	for _, p := range j.prompts {
-		u.PromptTokens += len(p)
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u := NewUsage(promptTokens(j.prompts), ntok, sum(cached))
 	if j.chat {
 		resp := ChatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []ChatChoice{}}
 		for i := range total {
@@ -674,7 +672,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	}
 	total := len(j.prompts) * j.p.n
 	begun := make([]bool, total)
-	ntok := 0
+	ntok, cached := 0, make([]int, len(j.prompts))
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
 			c := ChatChoice{Index: idx, Delta: &ChatMessageOut{}, FinishReason: finishPtr(finish)}
@@ -718,15 +716,12 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 		}
 		if ev.final {
 			ntok += ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
 			send(chunk(ev.index, "", nil, ev.finish))
 		}
 	}
 	if j.p.usage {
-		u := &Usage{CompletionTokens: ntok}
-		for _, p := range j.prompts {
-			u.PromptTokens += len(p)
-		}
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		u := NewUsage(promptTokens(j.prompts), ntok, sum(cached))
 		if j.chat {
 			send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []ChatChoice{}, Usage: u})
 		} else {
@@ -738,4 +733,24 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			rc.Flush()
 		}
 	}
+}
+
+// sum adds up the prompts' cached tokens. Usage counts a prompt's tokens
+// once however many choices it has, so its cached tokens are its choices'
+// most (the later choices usually map what the first computed).
+func sum(cached []int) int {
+	n := 0
+	for _, c := range cached {
+		n += c
+	}
+	return n
+}
+
+// promptTokens is the prompt tokens of a request's prompts, each once.
+func promptTokens(prompts [][]int32) int {
+	n := 0
+	for _, p := range prompts {
+		n += len(p)
+	}
+	return n
 }

@@ -110,8 +110,12 @@ type Session struct {
 	Tokens  []int32         // prompt (with BOS) then generated tokens
 	NPrompt int
 	Cached  int // tokens whose keys and values are in the KV cache
-	Finish  string
-	Err     error
+	// CachedTokens are the prompt tokens the prefix cache supplied: their
+	// keys and values were mapped from pages earlier requests computed,
+	// not computed for this one (OpenAI's usage.prompt_tokens_details.cached_tokens).
+	CachedTokens int
+	Finish       string
+	Err          error
 
 	Start, FirstToken, End time.Time
 
@@ -440,8 +444,10 @@ func (s *Session) SetGenerated(gen []int32) {
 	}
 }
 
-// FinishBeams ends a beam search with its ranked hypotheses: Tokens become
-// the prompt and the best one (without its end-of-sequence token).
+// FinishBeams ends a beam search (or best_of) with its ranked hypotheses:
+// Tokens become the prompt and the best one (without its end-of-sequence
+// token), and Cached the prompt: Cached tokens of Tokens are always in the
+// session's KV sequence, which held whichever hypothesis it last followed.
 func (s *Session) FinishBeams(hyps []spec.Hypothesis, eos func(int32) bool) {
 	s.Beams = hyps
 	reason := FinishLength
@@ -453,6 +459,9 @@ func (s *Session) FinishBeams(hyps []spec.Hypothesis, eos func(int32) bool) {
 		}
 	}
 	s.Tokens = append(s.Tokens[:s.NPrompt], best...)
+	// The session's KV sequence held whichever hypothesis it last followed:
+	// only the prompt is sure to be the best one's history.
+	s.Cached = min(s.Cached, s.NPrompt)
 	s.end(reason)
 }
 

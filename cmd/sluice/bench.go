@@ -62,6 +62,33 @@ type benchReport struct {
 	// the same for the draft model's cache, which has its share of it.
 	KV      *kvReport `json:"kv_spill,omitempty"`
 	DraftKV *kvReport `json:"draft_kv_spill,omitempty"`
+	// SharedPrefix is --shared-prefix: tokens in front of every prompt
+	// (PromptTokens does not count them); Prefix is what the prefix cache
+	// did over all runs (absent with --prefix-cache=false).
+	SharedPrefix int           `json:"shared_prefix,omitempty"`
+	Prefix       *prefixReport `json:"prefix_cache,omitempty"`
+}
+
+// prefixReport is the prefix cache's counters summed over the runs (each
+// run is a new engine with an empty cache).
+type prefixReport struct {
+	Lookups     int64 `json:"lookups"`
+	Hits        int64 `json:"hits"`
+	HitPages    int64 `json:"hit_pages"`
+	HitTokens   int64 `json:"hit_tokens"`
+	Published   int64 `json:"published_pages"`
+	Evictions   int64 `json:"evictions"`
+	CachedBytes int64 `json:"cached_bytes"` // idle cached pages at the end of the last run
+}
+
+func (k *prefixReport) add(s kvcache.PrefixStats) {
+	k.Lookups += s.Lookups
+	k.Hits += s.Hits
+	k.HitPages += s.HitPages
+	k.HitTokens += s.HitTokens
+	k.Published += s.Published
+	k.Evictions += s.Evictions
+	k.CachedBytes = s.CachedBytes
 }
 
 type offloadReport struct {
@@ -150,6 +177,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	timelineSVG := fs.String("timeline", "", "write the last decode passes' per-layer weight reads and compute (ssd tier) to this `FILE.svg`")
 	diskBW := fs.Bool("disk-bandwidth", false, "ssd tier: first measure the O_DIRECT read bandwidth of the model file (as the store reads it) and report the decode rate it allows")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	sharedPrefix := fs.Int("shared-prefix", 0, "put the same `N` random tokens in front of every sequence's prompt (the prefix cache computes them once; prefill tok/s counts them)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -185,6 +213,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	if *promptTokens < 1 || *genTokens < 1 || *runs < 1 || *parallel < 1 {
 		return fmt.Errorf("bench: --prompt-tokens, --gen-tokens, --runs and --parallel must be ≥ 1: %w", errUsage)
+	}
+	if *sharedPrefix < 0 {
+		return fmt.Errorf("bench: --shared-prefix = %d, want ≥ 0: %w", *sharedPrefix, errUsage)
 	}
 	p, err := pipelines.Preset("greedy")
 	if err != nil {
@@ -222,15 +253,16 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		*promptTokens = len(textPrompt)
 	}
-	if *promptTokens+*genTokens > a.Context {
-		return fmt.Errorf("bench: %d prompt + %d generated tokens exceed the model's context of %d", *promptTokens, *genTokens, a.Context)
+	promptLen := *sharedPrefix + *promptTokens // every sequence's
+	if promptLen+*genTokens > a.Context {
+		return fmt.Errorf("bench: %d prompt (%d shared) + %d generated tokens exceed the model's context of %d", promptLen, *sharedPrefix, *genTokens, a.Context)
 	}
 	sp, _ := p.StageOfKind(pipelines.KindScheduler)
 	sc := sp.Params.(*pipelines.SchedulerParams)
 	sc.MaxNewTokens, sc.StopAtEOS, sc.MaxInFlight = *genTokens, false, *parallel
 	// Prompts go in whole (one chunk each), and a step holds them all.
-	sc.PrefillChunk, sc.MaxBatchTokens = *promptTokens, *promptTokens**parallel
-	p.Model.Context = *promptTokens + *genTokens
+	sc.PrefillChunk, sc.MaxBatchTokens = promptLen, promptLen**parallel
+	p.Model.Context = promptLen + *genTokens
 	if needs := p.Needs(); needs.Rows > 0 {
 		// Room for every sequence's draft too, and, since a draft reaching
 		// past the context decodes plainly, context for every generated
@@ -239,15 +271,19 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		p.Model.Context = min(a.Context, p.Model.Context+needs.Reach)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	shared := make([]int32, *sharedPrefix)
+	for j := range shared {
+		shared[j] = int32(rng.IntN(a.Vocab))
+	}
 	prompts := make([][]int32, *parallel)
 	for i := range prompts {
+		prompts[i] = slices.Clone(shared)
 		if textPrompt != nil {
-			prompts[i] = slices.Clone(textPrompt)
+			prompts[i] = append(prompts[i], textPrompt...)
 			continue
 		}
-		prompts[i] = make([]int32, *promptTokens)
-		for j := range prompts[i] {
-			prompts[i][j] = int32(rng.IntN(a.Vocab))
+		for range *promptTokens {
+			prompts[i] = append(prompts[i], int32(rng.IntN(a.Vocab)))
 		}
 	}
 	var prefill, dec, perSeq []float64
@@ -260,6 +296,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var total time.Duration
 	var off *offloadReport
 	var kv, draftKV *kvReport
+	var prefix *prefixReport
 	var st0 offload.Stats
 	var decodeTokens int
 	var textMD5 string
@@ -302,6 +339,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if err := eng.Drain(ctx); err != nil {
 			return err
+		}
+		if !p.Cache.NoPrefixCache {
+			if prefix == nil {
+				prefix = &prefixReport{}
+			}
+			prefix.add(eng.Stats().KV.Prefix)
 		}
 		if sp := eng.Stats().KV.Spill; sp.Budget > 0 {
 			if kv == nil {
@@ -364,7 +407,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			decodeTokens += r.CompletionTokens
 			seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
 		}
-		prefill = append(prefill, float64(len(prompts)**promptTokens)/firstAll.Sub(start).Seconds())
+		prefill = append(prefill, float64(len(prompts)*promptLen)/firstAll.Sub(start).Seconds())
 		if spec != nil {
 			spec.TotalSeconds += endAll.Sub(start).Seconds()
 		}
@@ -389,6 +432,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	r.Spec = spec
 	r.KV, r.DraftKV = kv, draftKV
+	r.SharedPrefix, r.Prefix = *sharedPrefix, prefix
 	if off != nil {
 		st := l.Store.Stats()
 		// Streamed bytes per token over the runs after the first (prefill
@@ -441,6 +485,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if r.PromptText {
 		what = "tokens of text"
 	}
+	if r.SharedPrefix > 0 {
+		what += fmt.Sprintf(" after %d shared", r.SharedPrefix)
+	}
 	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d %s, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, what, r.Runs)
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
 	if r.Parallel > 1 {
@@ -468,6 +515,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(tw, "%s spill\t%d hits, %d misses; %d frames spilled (%s), %d reloaded (%s), %d evicted clean\n",
 				kr.name, k.Hits, k.Misses, k.Spills, offload.FormatBytes(k.BytesWritten), k.Reloads, offload.FormatBytes(k.BytesRead), k.CleanEvictions)
 		}
+	}
+	if k := r.Prefix; k != nil {
+		fmt.Fprintf(tw, "prefix cache\t%d of %d lookups hit: %d tokens (%d pages) mapped; %d pages published, %d evicted, %s cached at the end\n",
+			k.Hits, k.Lookups, k.HitTokens, k.HitPages, k.Published, k.Evictions, offload.FormatBytes(k.CachedBytes))
 	}
 	if r.TextMD5 != "" {
 		fmt.Fprintf(tw, "text md5\t%s\t(sequence 0's generated text)\n", r.TextMD5)

@@ -35,20 +35,28 @@ type modelFlags struct {
 	kvBudget             int64
 	spillDir             *string
 	kvType               string
+	prefixCache          *bool
+	prefixCacheSize      int64
 }
 
 func addModelFlags(fs *flag.FlagSet, modelName string) *modelFlags {
 	m := &modelFlags{
-		fs:       fs,
-		model:    fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
-		tok:      fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
-		tokPre:   fs.String("tokenizer-pre", "", "byte-level BPE pre-tokenizer `NAME` to use instead of the GGUF's tokenizer.ggml.pre"),
-		tier:     fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
-		threads:  fs.Int("threads", 0, "kernel threads (default: all cores)"),
-		ctx:      fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
-		pageTk:   fs.Int("page-tokens", 0, "KV cache page size in tokens"),
-		spillDir: fs.String("spill-dir", "", "directory of the KV spill file under --kv-budget (default: the system's temp directory)"),
+		fs:          fs,
+		model:       fs.String(modelName, "", "model file: .gguf, or a llama2.c .bin (then --tokenizer is needed)"),
+		tok:         fs.String("tokenizer", "", "llama2.c tokenizer.bin"),
+		tokPre:      fs.String("tokenizer-pre", "", "byte-level BPE pre-tokenizer `NAME` to use instead of the GGUF's tokenizer.ggml.pre"),
+		tier:        fs.String("tier", "", "where weights live: auto (default: ram when the file fits in half the available memory and the budget, else mmap, or ssd with --mem-budget), ram, mmap or ssd (pin what fits, stream the other layers from the file)"),
+		threads:     fs.Int("threads", 0, "kernel threads (default: all cores)"),
+		ctx:         fs.Int("ctx", 0, "KV tokens per sequence (default: the model's context)"),
+		pageTk:      fs.Int("page-tokens", 0, "KV cache page size in tokens"),
+		spillDir:    fs.String("spill-dir", "", "directory of the KV spill file under --kv-budget (default: the system's temp directory)"),
+		prefixCache: fs.Bool("prefix-cache", true, "reuse the KV pages of prompt prefixes earlier requests computed ([cache] prefix_cache in a pipeline)"),
 	}
+	fs.Func("prefix-cache-size", "bound on cached KV `BYTES` no request holds, with a unit: 256MiB (default: --kv-budget when set, else the KV pool)", func(s string) error {
+		n, err := offload.ParseBytes(s)
+		m.prefixCacheSize = n
+		return err
+	})
 	fs.Func("mem-budget", "bound on resident weight `BYTES`, with a unit: 512MiB, 2GB, 1.5GiB (default: none)", func(s string) error {
 		n, err := offload.ParseBytes(s)
 		m.budget = n
@@ -103,6 +111,12 @@ func (m *modelFlags) apply(p *pipelines.Pipeline) {
 	}
 	if set["kv-type"] {
 		p.Cache.KVType = m.kvType
+	}
+	if set["prefix-cache"] {
+		p.Cache.NoPrefixCache = !*m.prefixCache
+	}
+	if set["prefix-cache-size"] {
+		p.Cache.PrefixCacheSize = m.prefixCacheSize
 	}
 }
 
@@ -399,6 +413,7 @@ type generateJSON struct {
 	Text         string      `json:"text"`
 	Completion   string      `json:"completion"`
 	Finish       string      `json:"finish_reason"`
+	CachedTokens int         `json:"cached_tokens"` // prompt tokens the prefix cache supplied
 	Error        string      `json:"error,omitempty"`
 	Spec         *specReport `json:"spec,omitempty"`
 	Beams        []beamJSON  `json:"beams,omitempty"`
@@ -412,7 +427,7 @@ type beamJSON struct {
 }
 
 func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
-	j := generateJSON{PromptIDs: r.Tokens[:r.PromptTokens], GeneratedIDs: r.Tokens[r.PromptTokens:], Text: r.Text, Completion: r.Completion, Finish: r.Finish}
+	j := generateJSON{PromptIDs: r.Tokens[:r.PromptTokens], GeneratedIDs: r.Tokens[r.PromptTokens:], Text: r.Text, Completion: r.Completion, Finish: r.Finish, CachedTokens: r.CachedTokens}
 	if j.GeneratedIDs == nil {
 		j.GeneratedIDs = []int32{}
 	}

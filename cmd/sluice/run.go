@@ -411,7 +411,7 @@ func (rn *batchRun) result(r batch.Request, res sluice.Result) {
 		return
 	}
 	if !rn.openai {
-		out := batch.Result{CustomID: r.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, FinishReason: res.Finish}
+		out := batch.Result{CustomID: r.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens, FinishReason: res.Finish}
 		if !res.FirstToken.IsZero() {
 			out.PrefillMS = float64(res.FirstToken.Sub(res.Start).Microseconds()) / 1000
 			out.DecodeMS = float64(res.End.Sub(res.FirstToken).Microseconds()) / 1000
@@ -423,7 +423,7 @@ func (rn *batchRun) result(r batch.Request, res sluice.Result) {
 	if model == "" {
 		model = rn.model
 	}
-	u := &server.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens}
+	u := server.NewUsage(res.PromptTokens, res.CompletionTokens, res.CachedTokens)
 	finish := res.Finish
 	created := res.End.Unix()
 	var body any

@@ -67,6 +67,9 @@ type batchLine struct {
 				PromptTokens     int `json:"prompt_tokens"`
 				CompletionTokens int `json:"completion_tokens"`
 				TotalTokens      int `json:"total_tokens"`
+				Details          *struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
 			} `json:"usage"`
 		} `json:"body"`
 	} `json:"response"`
@@ -105,7 +108,8 @@ func checkBatchOutput(t *testing.T, path string, maxTokens int) map[string]strin
 		case r.StatusCode != 200 || r.RequestID == "" || r.Body.Created == 0 || r.Body.Model != "m" || len(r.Body.Choices) != 1:
 			t.Fatalf("line %d: response %+v", i+1, r)
 		case r.Body.Usage == nil || r.Body.Usage.PromptTokens == 0 || r.Body.Usage.CompletionTokens != maxTokens ||
-			r.Body.Usage.TotalTokens != r.Body.Usage.PromptTokens+r.Body.Usage.CompletionTokens:
+			r.Body.Usage.TotalTokens != r.Body.Usage.PromptTokens+r.Body.Usage.CompletionTokens ||
+			r.Body.Usage.Details == nil || r.Body.Usage.Details.CachedTokens < 0 || r.Body.Usage.Details.CachedTokens >= r.Body.Usage.PromptTokens:
 			t.Fatalf("line %d: usage %+v", i+1, r.Body.Usage)
 		}
 		c := r.Body.Choices[0]
