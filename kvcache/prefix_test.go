@@ -491,15 +491,17 @@ func TestPrefixMapsPublished(t *testing.T) {
 	}
 	must(t, c.Truncate(2, 6))
 	must(t, writeRows(t, c, linear(2, 6, 1), []int{prefixTag(0, []int32{1, 2, 3, 4, 5, 6, 99})}))
-	c.mu.Lock()
-	orig := c.px.at[chainKey(chainKey(rootKey(prefixSalts[0]), a[:4]), a[4:8])]
-	if c.seqs[2].pages[1] == orig {
-		t.Fatal("a write into an indexed page did not copy it")
-	}
-	if tags := pageTags(t, c, orig); !slices.Equal(tags, prefixTags(0, a[:8])[4:]) {
-		t.Fatalf("the indexed page now holds %v", tags)
-	}
-	c.mu.Unlock()
+	func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		orig := c.px.at[chainKey(chainKey(rootKey(prefixSalts[0]), a[:4]), a[4:8])]
+		if c.seqs[2].pages[1] == orig {
+			t.Error("a write into an indexed page did not copy it")
+		}
+		if tags := pageTags(t, c, orig); !slices.Equal(tags, prefixTags(0, a[:8])[4:]) {
+			t.Errorf("the indexed page now holds %v", tags)
+		}
+	}()
 	checkInvariants(t, c)
 }
 
