@@ -200,15 +200,7 @@ func buildVerify(b *BuildContext) (graph.AnyPort, error) {
 
 func buildBeam(b *BuildContext) (graph.AnyPort, error) {
 	e := b.Env
-	eos := func(q *session.Session) []int32 {
-		var ids []int32
-		if g, ok := e.Tok.(interface{ EOG() []int32 }); ok {
-			ids = g.EOG() // EOS and the vocabulary's other end-of-generation tokens
-		} else if t := e.Tok.EOS(); t >= 0 {
-			ids = append(ids, t)
-		}
-		return append(ids, q.Req.StopTokens...)
-	}
-	e.Beams = beams.New(e.Sched, e.Model.Arch().Vocab, eos)
+	// A beam ends on the tokens plain decoding stops at (session.EndIDs).
+	e.Beams = beams.New(e.Sched, e.Model.Arch().Vocab, (*session.Session).EndIDs)
 	return graph.ThenAny(b.Stage.ID, b.In, graph.Erase[*sched.Step, *sched.Step](&stages.Beam{R: e.Beams}), b.Options()...)
 }

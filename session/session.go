@@ -272,8 +272,7 @@ func (s *Session) Accept(next int32) (done bool) {
 	if s.FirstToken.IsZero() {
 		s.FirstToken = time.Now()
 	}
-	if (!s.noStop && (tokenizer.IsEOG(s.tok, next) || next == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, next) {
-		// llama2.c stops at BOS too: its vocabularies use BOS to delimit texts.
+	if s.Stops(next) {
 		s.end(FinishStop)
 		return true
 	}
@@ -288,6 +287,34 @@ func (s *Session) Accept(next int32) (done bool) {
 		s.end(FinishLength)
 	}
 	return s.Done()
+}
+
+// Stops reports whether token t ends the session (finish reason stop): the
+// vocabulary's end-of-generation tokens and BOS unless Options.NoStop is set
+// (llama2.c stops at BOS too: its vocabularies use BOS to delimit texts), and
+// Request.StopTokens always. EndIDs lists the same set.
+func (s *Session) Stops(t int32) bool {
+	return (!s.noStop && (tokenizer.IsEOG(s.tok, t) || t == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, t)
+}
+
+// EndIDs lists, sorted and without repeats, the tokens Stops is true for: the
+// end-of-sequence set of a decoding that sees whole hypotheses (beam search),
+// which must end them on exactly the tokens plain decoding stops at.
+func (s *Session) EndIDs() []int32 {
+	ids := slices.Clone(s.Req.StopTokens)
+	if !s.noStop {
+		if g, ok := s.tok.(tokenizer.EOGer); ok {
+			ids = append(ids, g.EOG()...)
+		} else if t := s.tok.EOS(); t >= 0 {
+			ids = append(ids, t)
+		}
+		if t := s.tok.BOS(); t >= 0 {
+			ids = append(ids, t)
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(t int32) bool { return t < 0 })
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // Sampler is the request's sampler (a verifier needs its options).
