@@ -69,14 +69,23 @@ func TestEOSID(t *testing.T) {
 	// id (HF keeps the EOS in the hypothesis), and none holds it earlier.
 	for _, beams := range []string{"1", "3"} {
 		g := gen("--eos-id", ids, "--beams", beams, "--num-return", beams)
+		if beams == "1" {
+			for _, es := range []string{"true", "never"} {
+				if h := gen("--eos-id", ids, "--beams", beams, "--early-stopping", es); !slices.Equal(h.GeneratedIDs, g.GeneratedIDs) {
+					t.Errorf("--beams 1 --early-stopping %s: %v, with false %v", es, h.GeneratedIDs, g.GeneratedIDs)
+				}
+			}
+		}
 		for _, h := range g.Beams {
 			if i := slices.Index(h.IDs, id); i >= 0 && i != len(h.IDs)-1 || i < 0 && len(h.IDs) != 40 {
 				t.Errorf("--beams %s: hypothesis %v: id %d at %d", beams, h.IDs, id, i)
 			}
 		}
-		if slices.Contains(g.GeneratedIDs, id) || len(g.Beams) == 0 {
+		if slices.Contains(g.GeneratedIDs, id) || beams != "1" && len(g.Beams) == 0 {
 			t.Errorf("--beams %s: %+v", beams, g)
 		}
+		// --beams 1 is greedy decoding (Hugging Face sends num_beams 1 to
+		// greedy search), in every --early-stopping mode.
 		if beams == "1" && (!slices.Equal(g.GeneratedIDs, greedy.GeneratedIDs[:k]) || g.Finish != "stop") {
 			t.Errorf("--beams 1 (greedy): ids %v finish %s, want %v stop", g.GeneratedIDs, g.Finish, greedy.GeneratedIDs[:k])
 		}

@@ -228,6 +228,9 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	set := setFlags(fs)
+	if *sf.beams > 0 && !set["temp"] {
+		*temp = 0 // beam search does not sample; an explicit --temp above 0 is refused
+	}
 	var p *pipelines.Pipeline
 	var err error
 	switch {
