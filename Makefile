@@ -13,22 +13,16 @@ all: lint test-all
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-# demo: greedy generation from stories260K when ../shared/models is beside the
-# clone, else from a small synthetic model the project writes itself.
+# demo: greedy generation from stories260K, which the repository carries
+# (models/; see models/README.md for its source and licence).
 demo: build
 	@./$(BIN) version | tail -1
-	@if [ -f $(SHARED)/stories260K/stories260K.bin ]; then \
-		echo "# stories260K (../shared/models), greedy, 128 new tokens"; \
-		./$(BIN) generate -m $(SHARED)/stories260K/stories260K.bin --tokenizer $(SHARED)/stories260K/tok512.bin --temp 0 -n 128 -p "Once upon a time"; \
-	else \
-		echo "# ../shared/models absent: synthetic model (random weights, so the text is noise)"; \
-		./$(BIN) gen-model --preset tiny --seed 1 -o bin/demo-tiny.gguf && \
-		./$(BIN) generate -m bin/demo-tiny.gguf --temp 0 -n 32 -p "hello"; \
-	fi
+	@echo "# stories260K (models/), greedy, 128 new tokens"
+	@./$(BIN) generate -m models/stories260K/stories260K.bin --tokenizer models/stories260K/tok512.bin --temp 0 -n 128 -p "Once upon a time"
 
 test:
-	@if [ -d $(SHARED)/stories260K ]; then echo "real-model tests: $(SHARED) present, running them"; \
-	else echo "real-model tests: $(SHARED) absent, they skip (see -v for each)"; fi
+	@if [ -d $(SHARED)/stories260K ]; then echo "real-model tests: on $(SHARED)"; \
+	else echo "real-model tests: on models/ ($(SHARED) absent: the tests of its vocab-only files skip, see -v)"; fi
 	$(GO) test -count=1 $(PKGS)
 
 # test-etl: the Beam module etl/ (its own go.mod): vet, tidiness and its

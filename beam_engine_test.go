@@ -102,7 +102,7 @@ func TestBeamSearchEngine(t *testing.T) {
 					t.Fatalf("plain request beside the beam search: %q, want %q", r.Text, greedy.Text)
 				}
 				ro := o
-				ro.Vocab, ro.EOS = l.Model.Arch().Vocab, []int32{l.Tokenizer.EOS()}
+				ro.Vocab, ro.EOS = l.Model.Arch().Vocab, []int32{l.Tokenizer.BOS(), l.Tokenizer.EOS()} // session.EndIDs: where plain decoding stops
 				want := refBeam(t, plain, prompt, ro)
 				if len(got.Beams) != len(want) {
 					t.Fatalf("%d sequences returned, the reference %d", len(got.Beams), len(want))

@@ -36,6 +36,7 @@ type prefixJob struct {
 	prompt   string
 	sampling *sample.Options // nil: greedy
 	beam     *spec.BeamOptions
+	noLogits bool // a speculative pipeline refuses OnLogits
 }
 
 // prefixOut is what a request produced: its result and a hash of the bits
@@ -53,7 +54,7 @@ func runJobs(t *testing.T, e *sluice.Engine, jobs []prefixJob) []prefixOut {
 	for i, j := range jobs {
 		wg.Add(1)
 		req := sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: j.prompt, Sampling: j.sampling, Beam: j.beam}
-		if j.beam == nil {
+		if j.beam == nil && !j.noLogits {
 			req.OnLogits = func(_ int32, lg []float32) { out[i].logits = append(out[i].logits, logitsHash(lg)) }
 		}
 		if err := e.Submit(context.Background(), req, func(r sluice.Result) { out[i].res = r; wg.Done() }); err != nil {
@@ -177,7 +178,7 @@ func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 		defer e.Close()
 		var jobs []prefixJob
 		for _, pr := range prompts {
-			jobs = append(jobs, prefixJob{prompt: pr}, prefixJob{prompt: pr, sampling: &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: 3}})
+			jobs = append(jobs, prefixJob{prompt: pr, noLogits: true}, prefixJob{prompt: pr, sampling: &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: 3}, noLogits: true})
 		}
 		out := runJobs(t, e, jobs)
 		if st := e.SpecStats(); st.Rounds == 0 {

@@ -267,7 +267,7 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	e := &Engine{
 		loaded: l, pipe: p, log: o.Logger,
 		env: &stages.Env{Model: l.Model, Store: l.Store, Tok: l.Tokenizer, Sched: sc, Session: sess, Draft: o.Draft, DraftKVBudget: draftKV,
-			Loop: decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store, Tok: l.Tokenizer})},
+			Loop: decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store})},
 		reqs: make(chan session.Request),
 		quit: make(chan struct{}),
 		ran:  make(chan error, 1),

@@ -393,11 +393,10 @@ func TestErrors(t *testing.T) {
 }
 
 func modelsDir() string {
-	d := filepath.Join(testutil.Root(), "..", "shared", "models")
-	if _, err := os.Stat(filepath.Join(d, "llama2-tokenizer", "tokenizer.bin")); err != nil {
+	if !testutil.HaveModel("llama2-tokenizer/tokenizer.bin") {
 		return ""
 	}
-	return d
+	return testutil.ModelsDir()
 }
 
 func FuzzHFConfig(f *testing.F) {

@@ -91,7 +91,7 @@ func testStepAllocs(t *testing.T, path string, threads, seqs int) {
 		}
 		return q
 	}
-	loop := decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store, Tok: l.Tokenizer})
+	loop := decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store})
 	st := sched.NewStep()
 	var failed error
 	step := func() {

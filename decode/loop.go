@@ -33,7 +33,6 @@ import (
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // Strategy is one way of decoding. A strategy sees only the spans of the
@@ -98,8 +97,6 @@ type Options struct {
 	Store offload.Store
 	// Ahead is how many blocks ahead Step hints the store (prefetch_ahead).
 	Ahead int
-	// Tok is the model's tokenizer: its end-of-generation tokens end beams.
-	Tok tokenizer.Tokenizer
 }
 
 // NewLoop makes a loop over sc whose engine strategy is Plain until SetEngine

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // apiError is an OpenAI error object: {"error": {message, type, param, code}}.
@@ -45,6 +46,25 @@ var (
 		Message: "The server is shutting down."}
 )
 
+// errTooManyConns answers a connection beyond Options.MaxConns.
+func errTooManyConns(max int) *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("too_many_connections"),
+		Message: fmt.Sprintf("The server holds %d connections already (its --max-conns). Retry later.", max)}
+}
+
+// errBodyTimeout answers a request whose body did not arrive in time.
+func errBodyTimeout(d time.Duration) *apiError {
+	return withCode(&apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+		Message: fmt.Sprintf("The request body did not arrive within %s (the server's --body-timeout).", d)}, "request_timeout")
+}
+
+// errorBody is the JSON object of an error response.
+func errorBody(e *apiError) any {
+	return struct {
+		Error *apiError `json:"error"`
+	}{e}
+}
+
 func notFound(format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
 }
@@ -60,9 +80,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(struct {
-		Error *apiError `json:"error"`
-	}{e})
+	json.NewEncoder(w).Encode(errorBody(e))
 }
 
 // decodeError turns an encoding/json error into a 400 naming the field.

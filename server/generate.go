@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -64,8 +65,23 @@ type event struct {
 	cached int // prompt tokens from the prefix cache
 }
 
+// decode reads the body, within Options.BodyTimeout and MaxBodyBytes, into v.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	rc := http.NewResponseController(w)
+	// Without a connection under it (a handler called directly) there is
+	// no deadline to set, and nothing to hold.
+	timed := rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// The deadline stays passed, so net/http does not wait for the rest
+		// of the body after the reply either: it closes the connection.
+		w.Header().Set("Connection", "close")
+		return errBodyTimeout(s.o.BodyTimeout)
+	}
+	if timed {
+		rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		return decodeError(err)
 	}
@@ -205,6 +221,19 @@ func (s *Server) checkPrompt(param string, toks []int32) *apiError {
 	return nil
 }
 
+// checkPromptBytes refuses, before tokenizing, a text prompt of n bytes that
+// cannot fit the context: it encodes to at least n / MaxBytesPerToken tokens
+// (tokenizer.MaxBytesPerToken), so a prompt of megabytes is refused in
+// microseconds rather than after seconds of tokenizing.
+func (s *Server) checkPromptBytes(param string, n int) *apiError {
+	if s.maxPromptBytes == 0 || n <= s.maxPromptBytes {
+		return nil
+	}
+	c := s.eng.Context()
+	return withCode(badRequest(param, "This model's maximum context length is %d tokens; the prompt is %d bytes, which is more than %d tokens for this vocabulary (at most %d bytes a token).",
+		c, n, c, s.maxPromptBytes/c), "context_length_exceeded")
+}
+
 func newID(prefix string) string {
 	var b [12]byte
 	rand.Read(b[:])
@@ -274,6 +303,9 @@ func (s *Server) completionJob(req *completionRequest) (*job, *apiError) {
 	for _, pr := range prompts {
 		toks := pr.tokens
 		if pr.isText {
+			if e := s.checkPromptBytes("prompt", len(pr.text)); e != nil {
+				return nil, e
+			}
 			toks = s.eng.Encode(pr.text)
 		}
 		if e := s.checkPrompt("prompt", toks); e != nil {
@@ -342,6 +374,7 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 		return nil, badRequest("messages", "'messages' is empty: a chat needs at least one message.")
 	}
 	msgs := make([]chat.Message, len(req.Messages))
+	contentBytes := 0
 	for i, m := range req.Messages {
 		if _, ok := ChatRole(m.Role); !ok {
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "Invalid role %q: expected system, developer, user, assistant or tool.", m.Role)
@@ -351,6 +384,11 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 			return nil, decodeError(err)
 		}
 		msgs[i] = chat.Message{Role: m.Role, Content: text}
+		contentBytes += len(text)
+	}
+	// The template only adds text around the messages.
+	if e := s.checkPromptBytes("messages", contentBytes); e != nil {
+		return nil, e
 	}
 	toks, err := s.chat.Tokens(msgs)
 	if err != nil {
@@ -473,6 +511,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		}
 	}
 	res := st.Result()
+	s.noteOutcome(res.Err, res.Finish == sluice.FinishStop || res.Finish == sluice.FinishLength)
 	s.m.generationTokens.Add(float64(ntok))
 	ev := event{index: idx, final: true, ntok: ntok, cached: res.CachedTokens, finish: res.Finish}
 	switch {

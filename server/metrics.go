@@ -16,6 +16,7 @@ type metrics struct {
 	generationTokens prometheus.Counter
 	duration         *prometheus.HistogramVec
 	firstToken       prometheus.Histogram
+	connsRefused     prometheus.Counter // beyond Options.MaxConns
 }
 
 func newMetrics(eng *sluice.Engine, s *Server) *metrics {
@@ -37,7 +38,10 @@ func newMetrics(eng *sluice.Engine, s *Server) *metrics {
 		Name: "sluice_time_to_first_token_seconds", Help: "Time from submitting a choice to its first token.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 	})
-	m.reg.MustRegister(m.requests, m.promptTokens, m.generationTokens, m.duration, m.firstToken,
+	m.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_http_connections_refused_total", Help: "Connections answered 503 and closed because --max-conns were open.",
+	})
+	m.reg.MustRegister(m.requests, m.promptTokens, m.generationTokens, m.duration, m.firstToken, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_queue_depth", Help: "Requests in the engine's queue, admitted but not yet running."},
 			func() float64 { return float64(eng.Stats().Queued) }),

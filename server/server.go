@@ -3,7 +3,8 @@
 //	POST /v1/completions        text completions (stream or not)
 //	POST /v1/chat/completions   chat completions through the model's chat template
 //	GET  /v1/models             the one model served
-//	GET  /health                {"status":"ok"}; 503 while shutting down
+//	GET  /health                {"status":"ok"}; 503 while shutting down, or after a
+//	                            memory fault reading the model (the fault and its time)
 //	GET  /metrics               Prometheus text format
 //
 // Requests from every client join the engine's one continuous batch: each
@@ -54,10 +55,14 @@
 // Errors are OpenAI error objects {"error": {"message", "type", "param",
 // "code"}}: 400 for bad JSON and bad parameters (a prompt longer than the
 // context is code context_length_exceeded), 401 for a missing or wrong API
-// key, 404 for another model name or path, 405 for a wrong method, 413 for
-// a body over Options.MaxBodyBytes, 503 (with Retry-After) when
-// Options.MaxWaiting requests already wait for the engine, or while
-// shutting down. A panic in a handler is a 500, never a crash.
+// key, 404 for another model name or path, 405 for a wrong method, 408 for a
+// body that did not arrive within Options.BodyTimeout, 413 for a body over
+// Options.MaxBodyBytes, 503 (with Retry-After) when Options.MaxWaiting
+// requests already wait for the engine, or while shutting down. A text
+// prompt too long in bytes to fit the context whatever its tokens is
+// refused (context_length_exceeded) before it is tokenized. Serve answers a
+// connection beyond Options.MaxConns with a 503 (too_many_connections) and
+// closes it. A panic in a handler is a 500, never a crash.
 package server
 
 import (
@@ -76,6 +81,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/tokenizer"
@@ -100,6 +106,14 @@ type Options struct {
 	MaxWaiting int
 	// MaxBodyBytes bounds a request body; 0 = 8 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time to read a request body once its headers
+	// are in (the headers have their own 30 s): a client that stalls gets
+	// 408 and its connection back, instead of holding it and a file
+	// descriptor for as long as it likes. 0 = 30 s.
+	BodyTimeout time.Duration
+	// MaxConns bounds the connections Serve holds open at once; one beyond
+	// it is answered 503 and closed at once. 0 = 1024.
+	MaxConns int
 	// MaxN bounds n (choices per prompt) and the choices of one request;
 	// 0 = 16.
 	MaxN   int
@@ -122,11 +136,26 @@ type Server struct {
 	// Request.OnLogits, so logprobs cannot be computed.
 	speculative bool
 
+	// maxPromptBytes is the longest text prompt that can fit the context:
+	// context × tokenizer.MaxBytesPerToken (0: no such bound).
+	maxPromptBytes int
+
 	capacity int
 	mu       sync.Mutex
 	inflight int
-	draining atomic.Bool
+	idle     chan struct{} // closed when inflight drops to 0 (made by waitIdle)
+	draining atomic.Bool   // set under mu, so no choice is admitted after drain saw none
 	index    atomic.Uint64 // request indices of unseeded choices
+
+	// fault is the last memory fault a request met reading the model's
+	// mapped weights, until a request completes again (see health).
+	fault atomic.Pointer[faultReport]
+}
+
+// faultReport is what /health says about a memory fault.
+type faultReport struct {
+	err  string
+	when time.Time
 }
 
 // New builds a server over o.Engine.
@@ -143,6 +172,12 @@ func New(o Options) (*Server, error) {
 	if o.MaxN <= 0 {
 		o.MaxN = 16
 	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 1024
+	}
 	l := o.Engine.Loaded()
 	if o.Model == "" {
 		o.Model = "sluice"
@@ -154,6 +189,9 @@ func New(o Options) (*Server, error) {
 	}
 	s.chatIDs, s.chatTxt = s.chat.Stops()
 	s.capacity = o.Engine.Pipeline().Scheduler().MaxInFlight + o.MaxWaiting
+	if b := tokenizer.MaxBytesPerToken(s.tok); b > 0 {
+		s.maxPromptBytes = o.Engine.Context() * b
+	}
 	_, s.speculative = o.Engine.Pipeline().StageOfKind(pipelines.KindVerify)
 	s.m = newMetrics(o.Engine, s)
 	s.mux = http.NewServeMux()
@@ -238,6 +276,11 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// health is {"status":"ok"}, or a 503: while shutting down, and after a
+// request failed on a memory fault reading the model's mapped weights (the
+// file was truncated or became unreadable under the mmap tier), with the
+// fault and its time, until a later request completes, which shows the
+// weights are readable again.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if s.draining.Load() {
@@ -245,7 +288,29 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, `{"status":"shutting down"}`)
 		return
 	}
+	if f := s.fault.Load(); f != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+			Since  string `json:"since"`
+		}{"model_fault", f.err, f.when.UTC().Format(time.RFC3339Nano)})
+		return
+	}
 	fmt.Fprintln(w, `{"status":"ok"}`)
+}
+
+// noteOutcome records whether a choice met a memory fault reading the
+// model's mapped weights (for health), or completed (which clears one).
+func (s *Server) noteOutcome(err error, completed bool) {
+	var mf *offload.MapFault
+	switch {
+	case errors.As(err, &mf):
+		s.fault.Store(&faultReport{err: mf.Error(), when: time.Now()})
+		s.o.Logger.Error().Err(mf).Msg("memory fault reading the model: /health reports it until a request completes")
+	case completed && s.fault.Load() != nil:
+		s.fault.Store(nil)
+	}
 }
 
 func (s *Server) modelObject() modelObject {
@@ -274,11 +339,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // admit reserves k choices, all or none.
 func (s *Server) admit(k int) *apiError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.draining.Load() {
 		return errShuttingDown
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.inflight+k > s.capacity {
 		return errOverloaded
 	}
@@ -289,7 +354,33 @@ func (s *Server) admit(k int) *apiError {
 func (s *Server) release() {
 	s.mu.Lock()
 	s.inflight--
+	if s.inflight == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 	s.mu.Unlock()
+}
+
+// drain stops admitting choices and waits until the admitted ones have
+// ended or ctx is done: those still waiting for room in the engine's queue
+// are in the engine only once they are submitted, so the engine must not be
+// drained (which refuses submissions) before they are.
+func (s *Server) drain(ctx context.Context) {
+	s.mu.Lock()
+	s.draining.Store(true)
+	if s.inflight == 0 {
+		s.mu.Unlock()
+		return
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }
 
 func (s *Server) inFlight() int {
@@ -300,12 +391,15 @@ func (s *Server) inFlight() int {
 
 // Serve answers on ln until ctx ends, then shuts down gracefully: it stops
 // accepting connections and requests (new ones get 503), lets the requests
-// in flight finish for up to grace, cancels what is left (their streams end
-// with finish_reason "cancelled"), and drains and closes the engine.
+// it accepted finish for up to grace — those running and those still
+// waiting for room in the engine's queue alike — cancels what is left (their
+// streams end with finish_reason "cancelled"), and drains and closes the
+// engine. It holds at most Options.MaxConns connections at once and closes
+// keep-alive connections idle for two minutes.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(newLimitListener(ln, s.o.MaxConns, s.m.connsRefused)) }()
 	select {
 	case err := <-served:
 		s.draining.Store(true)
@@ -321,6 +415,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	defer scancel()
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(sctx) }()
+	s.drain(dctx)            // every accepted choice submitted and ended, or grace over
 	err := s.eng.Drain(dctx) // after grace, the rest are cancelled
 	if serr := <-shut; serr != nil {
 		hs.Close()

@@ -69,12 +69,17 @@ type Request struct {
 	AllLogits bool
 	// OnLogits, when set, sees every row of logits computed for the request,
 	// in position order: pos is the position of the token the logits were
-	// computed at. The slice is only valid during the call.
+	// computed at. The slice is only valid during the call. Beam search
+	// (NumBeams > 1) and speculative pipelines compute rows that belong to
+	// no one sequence, or sample without them: a request that sets OnLogits
+	// there is refused (it finishes with an error saying so).
 	OnLogits func(pos int32, logits []float32)
 	// OnToken, when set, sees every generated token as it is sampled, with
 	// the text it completes (possibly "" while a character is incomplete).
 	// When the request ends with bytes of an unfinished character held
-	// back, a last call has tok = -1 and their replacement text.
+	// back, a last call has tok = -1 and their replacement text. A beam
+	// search's tokens are known only when it ends: OnToken then sees the
+	// best hypothesis's tokens, in order (its end-of-sequence token not).
 	OnToken func(tok int32, text string)
 	// Tag is carried untouched to the finished session, for whoever
 	// submits the request to the stage graph to find its own state again.
@@ -83,13 +88,20 @@ type Request struct {
 	Tag any
 	// Beam, when set, decodes by beam search (Hugging Face generate with
 	// num_beams) instead of sampling. NumBeams ≥ 1; MaxNewTokens, EOS and
-	// Vocab are filled by the engine.
+	// Vocab are filled by the engine. NumBeams = 1 is greedy decoding,
+	// whatever EarlyStopping says, as Hugging Face's generate sends it to
+	// greedy search. Beam search does not sample: a request whose sampling
+	// has a temperature above 0 or a repeat penalty is refused naming it,
+	// never run with the option ignored; its logits processors (LogitBias,
+	// Processors) apply to each beam's log-softmax scores, as Hugging Face
+	// applies them.
 	Beam *spec.BeamOptions
 	// BestOf > 1 samples that many candidate completions and ranks them by
 	// the sum of their tokens' log-probabilities, best first, in
 	// Session.Beams (OpenAI's best_of; the caller keeps the n it wants and
 	// counts them all in its usage). Tokens is the best's. No token is
-	// streamed (OnToken) while the candidates run.
+	// streamed while the candidates run; OnToken sees the best one's tokens
+	// when it ends, as for beam search.
 	BestOf int
 }
 
@@ -101,6 +113,10 @@ type Options struct {
 	NoStop       bool // keep going past EOS, the other end-of-generation tokens and BOS (benchmarks)
 	Context      int  // KV slots per sequence
 	Timeout      time.Duration
+	// Speculative is set when the pipeline verifies drafts: accepted draft
+	// tokens are sampled from rows OnLogits never sees, so a request that
+	// sets OnLogits is refused.
+	Speculative bool
 }
 
 // Session is one request in flight.
@@ -191,6 +207,12 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		s.procs = append(s.procs, b)
 	}
 	s.procs = append(s.procs, req.Processors...)
+	if err := s.checkHooks(so, o); err != nil {
+		return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
+	}
+	if req.Beam != nil && req.Beam.NumBeams == 1 {
+		s.Req.Beam = nil // greedy: temperature 0, checked above
+	}
 	if len(req.Tokens) > 0 {
 		s.Tokens = slices.Clone(req.Tokens)
 	} else {
@@ -222,6 +244,26 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		s.held.Grow(heldChunk)
 	}
 	return s
+}
+
+// checkHooks refuses what a beam search or a speculative pipeline would
+// otherwise ignore: sampling options beam search does not apply, and
+// OnLogits where rows are computed that belong to no one sequence.
+func (s *Session) checkHooks(so sample.Options, o Options) error {
+	if b := s.Req.Beam; b != nil {
+		switch {
+		case so.Temperature > 0:
+			return fmt.Errorf("beam search does not sample (Hugging Face beam sampling, do_sample, is not supported): temperature = %g, want 0", so.Temperature)
+		case so.RepeatPenalty != 0 && so.RepeatPenalty != 1:
+			return fmt.Errorf("beam search applies no logits processor: repeat_penalty = %g, want 1 (off)", so.RepeatPenalty)
+		case b.NumBeams > 1 && s.Req.OnLogits != nil:
+			return errors.New("OnLogits is set, but beam search computes a row for each of its beams, not one sequence's: it would not be called")
+		}
+	}
+	if o.Speculative && s.Req.OnLogits != nil {
+		return errors.New("OnLogits is set, but this pipeline verifies drafts and samples accepted tokens from rows OnLogits would not see")
+	}
+	return nil
 }
 
 // Done reports whether s has finished (or failed).
@@ -396,6 +438,26 @@ func (s *Session) Stops(t int32) bool {
 	return (!s.noStop && (tokenizer.IsEOG(s.tok, t) || t == s.tok.BOS())) || slices.Contains(s.Req.StopTokens, t)
 }
 
+// EndIDs lists, sorted and without repeats, the tokens Stops is true for: the
+// end-of-sequence set of a decoding that sees whole hypotheses (beam search),
+// which must end them on exactly the tokens plain decoding stops at.
+func (s *Session) EndIDs() []int32 {
+	ids := slices.Clone(s.Req.StopTokens)
+	if !s.noStop {
+		if g, ok := s.tok.(tokenizer.EOGer); ok {
+			ids = append(ids, g.EOG()...)
+		} else if t := s.tok.EOS(); t >= 0 {
+			ids = append(ids, t)
+		}
+		if t := s.tok.BOS(); t >= 0 {
+			ids = append(ids, t)
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(t int32) bool { return t < 0 })
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
 // Sampler is the request's sampler (a verifier needs its options).
 func (s *Session) Sampler() *sample.Sampler { return s.sampler }
 
@@ -462,6 +524,11 @@ func (s *Session) FinishBeams(hyps []spec.Hypothesis, eos func(int32) bool) {
 	// The session's KV sequence held whichever hypothesis it last followed:
 	// only the prompt is sure to be the best one's history.
 	s.Cached = min(s.Cached, s.NPrompt)
+	if s.Req.OnToken != nil {
+		for i, t := range best {
+			s.Req.OnToken(t, s.streamText(s.Tokens[s.NPrompt+i-1], t))
+		}
+	}
 	s.end(reason)
 }
 

@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"errors"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 func TestByteRuneTable(t *testing.T) {
@@ -290,7 +290,7 @@ func FuzzBPERoundTrip(f *testing.F) {
 		f.Add(s)
 	}
 	toks := map[string]Tokenizer{"synthetic": syntheticBPE(f)}
-	if _, err := os.Stat(modelsDir + "/llama-cpp-vocab/ggml-vocab-gpt-2.gguf"); err == nil {
+	if testutil.HaveModel("llama-cpp-vocab/ggml-vocab-gpt-2.gguf") {
 		toks["gpt-2"] = loadGGUF(f, "llama-cpp-vocab/ggml-vocab-gpt-2.gguf")
 	}
 	// The SentencePiece-style names on their test vocabulary: lossless but

@@ -4,26 +4,17 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
-// modelsDir is ../shared/models as seen from this package (the repository is
-// cloned beside shared/).
-const modelsDir = "../../shared/models"
-
-// modelFile returns the path of a file under ../shared/models, or skips the
-// test when it is absent.
+// modelFile returns the path of a real test file (see testutil.Model), or
+// skips the test when it is absent.
 func modelFile(tb testing.TB, rel string) string {
 	tb.Helper()
-	p := filepath.Join(modelsDir, rel)
-	if _, err := os.Stat(p); err != nil {
-		tb.Skipf("../shared/models absent: skipping real-model test (%v)", err)
-	}
-	return p
+	return testutil.Model(tb, rel)
 }
 
 func loadTok512(tb testing.TB) *SPM {

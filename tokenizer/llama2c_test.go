@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // runcEncode is llama2.c run.c's encode() written out in Go: an O(n²)
@@ -391,7 +392,7 @@ func FuzzTokenizerRoundTrip(f *testing.F) {
 	// SentencePiece vocabularies; otherwise run.c differs (see
 	// TestMergeThroughNonPieceCharacters).
 	toks := map[string]*SPM{"synthetic": synthetic(f, " ", "a", "b", "T", "o", "m", "é", " a", "ab", " ab", " T", "om", " Tom")}
-	if _, err := os.Stat(modelsDir + "/stories260K/tok512.bin"); err == nil {
+	if testutil.HaveModel("stories260K/tok512.bin") {
 		toks["tok512"] = loadTok512(f)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -166,6 +166,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
 	mf := addModelFlags(fs, "m")
 	sf := addSpecFlags(fs)
+	eos := addEOSFlag(fs)
 	promptTokens := fs.Int("prompt-tokens", 512, "prompt length in tokens (prefill) of random tokens")
 	promptText := fs.String("prompt", "", "the prompt as `TEXT`, tokenized with the model's vocabulary (BOS as the pipeline adds it), for every sequence, instead of --prompt-tokens random tokens: a draft predicts real text, not random tokens")
 	promptFile := fs.String("prompt-file", "", "read the prompt text from `FILE` (as --prompt)")
@@ -242,6 +243,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		defer draft.Close()
 	}
 	a := l.Model.Arch()
+	if err := eos.check(a.Vocab); err != nil {
+		return err
+	}
 	var textPrompt []int32
 	if usePrompt {
 		if l.Tokenizer == nil {
@@ -327,7 +331,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		var mu sync.Mutex
 		var res []sluice.Result
 		for i, pr := range prompts {
-			err := eng.Submit(ctx, sluice.Request{ID: strconv.Itoa(i), Index: uint64(i), Tokens: pr}, func(r sluice.Result) {
+			err := eng.Submit(ctx, sluice.Request{ID: strconv.Itoa(i), Index: uint64(i), Tokens: pr, StopTokens: *eos}, func(r sluice.Result) {
 				mu.Lock()
 				res = append(res, r)
 				mu.Unlock()
@@ -403,9 +407,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			if r.End.After(endAll) {
 				endAll = r.End
 			}
-			decoded += r.CompletionTokens - 1
+			decoded += max(r.CompletionTokens-1, 0)
 			decodeTokens += r.CompletionTokens
-			seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
+			if r.CompletionTokens > 1 { // an --eos-id may end a sequence at its first token
+				seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
+			}
 		}
 		prefill = append(prefill, float64(len(prompts)*promptLen)/firstAll.Sub(start).Seconds())
 		if spec != nil {

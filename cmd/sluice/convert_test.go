@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // llama2.c .bin → GGUF → greedy generation prints llama2.c's golden.
@@ -29,14 +31,18 @@ func TestConvertErrors(t *testing.T) {
 		name string
 		args []string
 		want []string
+		need string // a file only ../shared/models has: skip the case without it
 	}{
-		{"no output", []string{bin, "--tokenizer", tok}, []string{"-o OUT.gguf"}},
-		{"no input", []string{"-o", filepath.Join(tmp, "x.gguf")}, []string{"want exactly one IN"}},
-		{"missing input", []string{filepath.Join(tmp, "nope.bin"), "-o", filepath.Join(tmp, "x.gguf")}, []string{"nope.bin"}},
-		{"tokenizer of another size", []string{bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "-o", filepath.Join(tmp, "x.gguf")}, []string{"tokenizer.bin", "32000", "512"}},
-		{"directory without config.json", []string{tmp, "-o", filepath.Join(tmp, "x.gguf")}, []string{"config.json"}},
+		{"no output", []string{bin, "--tokenizer", tok}, []string{"-o OUT.gguf"}, ""},
+		{"no input", []string{"-o", filepath.Join(tmp, "x.gguf")}, []string{"want exactly one IN"}, ""},
+		{"missing input", []string{filepath.Join(tmp, "nope.bin"), "-o", filepath.Join(tmp, "x.gguf")}, []string{"nope.bin"}, ""},
+		{"tokenizer of another size", []string{bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "-o", filepath.Join(tmp, "x.gguf")}, []string{"tokenizer.bin", "32000", "512"}, "llama2-tokenizer/tokenizer.bin"},
+		{"directory without config.json", []string{tmp, "-o", filepath.Join(tmp, "x.gguf")}, []string{"config.json"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.need != "" {
+				testutil.Model(t, tc.need)
+			}
 			_, _, err := cli(t, "", append([]string{"convert"}, tc.args...)...)
 			if err == nil {
 				t.Fatal("no error")

@@ -223,6 +223,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("generate")
 	mf := addModelFlags(fs, "m")
 	sf := addSpecFlags(fs)
+	eos := addEOSFlag(fs)
 	prompt := fs.String("p", "", "prompt (default: empty, generation starts from BOS)")
 	promptIDs := fs.String("prompt-ids", "", "the prompt as token ids separated by spaces or commas (\"1 15043 3186\"), used as given: no BOS is added (instead of -p)")
 	n := fs.Int("n", 256, "new tokens to generate (0: until a stop token or the context is full)")
@@ -241,6 +242,9 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	set := setFlags(fs)
+	if *sf.beams > 0 && !set["temp"] {
+		*temp = 0 // beam search does not sample; an explicit --temp above 0 is refused
+	}
 	var p *pipelines.Pipeline
 	var err error
 	switch {
@@ -293,6 +297,9 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := eos.check(eng.Loaded().Model.Arch().Vocab); err != nil {
+		return err
+	}
 	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt), Beam: beam}
 	if *promptIDs != "" {
 		if *prompt != "" || *chatMode {
@@ -310,6 +317,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
+	req.StopTokens = eos.stops(req.StopTokens)
 	if *asJSON || beam != nil {
 		res, _ := eng.Complete(ctx, req)
 		if *asJSON {

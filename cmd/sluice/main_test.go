@@ -87,7 +87,7 @@ func TestGenerateSeed(t *testing.T) {
 
 // Must show 4: llama.cpp's tokenizer test vectors through `sluice tokenize`.
 func TestTokenizeVocabGoldens(t *testing.T) {
-	dir := testutil.Models(t)
+	dir := filepath.Dir(testutil.Model(t, "llama-cpp-vocab"))
 	for _, name := range []string{"llama-spm", "phi-3", "gpt-2"} {
 		t.Run(name, func(t *testing.T) {
 			base := filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-"+name+".gguf")
@@ -144,18 +144,22 @@ func TestBadInput(t *testing.T) {
 		name string
 		args []string
 		want []string // substrings of the error
+		need string   // a file only ../shared/models has: skip the case without it
 	}{
-		{"missing file", []string{"generate", "-m", filepath.Join(tmp, "nope.gguf"), "--temp", "0"}, []string{"nope.gguf", "no such file"}},
-		{"gguf cut in header", []string{"generate", "-m", cut(gg, 100), "--temp", "0"}, []string{"stories260K.gguf.cut", "offset"}},
-		{"gguf cut in data", []string{"generate", "-m", cut(gg, 1_000_000), "--temp", "0"}, []string{"stories260K.gguf.cut", "past end"}},
-		{"bin cut", []string{"generate", "-m", cut(bin, 5000), "--tokenizer", tok, "--temp", "0"}, []string{"stories260K.bin.cut"}},
-		{"bin without tokenizer", []string{"generate", "-m", bin, "--temp", "0"}, []string{"--tokenizer"}},
-		{"tokenizer does not fit", []string{"generate", "-m", bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "--temp", "0"}, []string{"tokenizer.bin", "512"}},
-		{"unknown architecture", []string{"generate", "-m", unknownArch, "--temp", "0"}, []string{"mamba.gguf", `unknown architecture "mamba"`}},
-		{"kv budget below one step", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--kv-budget", "64KiB"}, []string{"kv_budget = 65536 bytes", "the minimum is 139264 bytes"}},
-		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}},
+		{"missing file", []string{"generate", "-m", filepath.Join(tmp, "nope.gguf"), "--temp", "0"}, []string{"nope.gguf", "no such file"}, ""},
+		{"gguf cut in header", []string{"generate", "-m", cut(gg, 100), "--temp", "0"}, []string{"stories260K.gguf.cut", "offset"}, ""},
+		{"gguf cut in data", []string{"generate", "-m", cut(gg, 1_000_000), "--temp", "0"}, []string{"stories260K.gguf.cut", "past end"}, ""},
+		{"bin cut", []string{"generate", "-m", cut(bin, 5000), "--tokenizer", tok, "--temp", "0"}, []string{"stories260K.bin.cut"}, ""},
+		{"bin without tokenizer", []string{"generate", "-m", bin, "--temp", "0"}, []string{"--tokenizer"}, ""},
+		{"tokenizer does not fit", []string{"generate", "-m", bin, "--tokenizer", filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), "--temp", "0"}, []string{"tokenizer.bin", "512"}, "llama2-tokenizer/tokenizer.bin"},
+		{"unknown architecture", []string{"generate", "-m", unknownArch, "--temp", "0"}, []string{"mamba.gguf", `unknown architecture "mamba"`}, ""},
+		{"kv budget below one step", []string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--kv-budget", "64KiB"}, []string{"kv_budget = 65536 bytes", "the minimum is 139264 bytes"}, ""},
+		{"vocab-only gguf", []string{"generate", "-m", filepath.Join(dir, "llama-cpp-vocab", "ggml-vocab-llama-spm.gguf"), "--temp", "0"}, []string{"ggml-vocab-llama-spm.gguf"}, "llama-cpp-vocab/ggml-vocab-llama-spm.gguf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.need != "" {
+				testutil.Model(t, tc.need)
+			}
 			_, _, err := cli(t, "", tc.args...)
 			if err == nil {
 				t.Fatal("no error")

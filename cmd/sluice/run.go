@@ -34,6 +34,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	mf := addModelFlags(fs, "model")
 	fs.StringVar(mf.model, "m", "", "model file (same as --model)")
 	sf := addSpecFlags(fs)
+	eos := addEOSFlag(fs)
 	in := fs.String("prompts", "", "prompt file: JSONL, OpenAI Batch JSONL, or plain text (one prompt a line); - is standard input")
 	out := fs.String("out", "", "results file (JSONL, appended; finished custom_ids are skipped); - is standard output (no resume)")
 	format := fs.String("format", "auto", "prompt file format: auto, jsonl, openai, text")
@@ -161,6 +162,10 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := eos.check(eng.Loaded().Model.Arch().Vocab); err != nil {
+		closeEngine(e, eng)
+		return err
+	}
 	modelName := strings.TrimSuffix(filepath.Base(p.Model.Path), filepath.Ext(p.Model.Path))
 	rn := &batchRun{
 		e: e, w: batch.NewWriter(dst), openai: openaiOut, model: modelName,
@@ -215,6 +220,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			} else {
 				req.Prompt = r.Prompt
 			}
+			req.StopTokens = eos.stops(req.StopTokens)
 			if r.Temperature != nil || r.Seed != nil || r.TopP != nil || r.TopK != nil || r.MinP != nil {
 				o := so
 				if r.Temperature != nil {

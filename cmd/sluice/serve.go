@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
-const serveUsage = "serve -m MODEL [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--pipeline FILE] [--chat-template NAME|FILE] [--model-name NAME] [--max-waiting N] [--shutdown-timeout D]"
+const serveUsage = "serve -m MODEL [--addr 127.0.0.1:8080] [--parallel N] [--api-key KEY] [--pipeline FILE] [--chat-template NAME|FILE] [--model-name NAME] [--max-waiting N] [--shutdown-timeout D] [--body-timeout D] [--max-conns N]"
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("serve")
@@ -28,7 +28,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	tmplName := fs.String("chat-template", "", "chat template: "+strings.Join(chat.Builtins(), ", ")+" or a Jinja file (default: the model's own, else one chosen by its vocabulary)")
 	name := fs.String("model-name", "", "model id clients name (default: the model file's name without extension)")
 	waiting := fs.Int("max-waiting", 0, "requests that may wait for the engine beyond --parallel; more get 503 (default 256)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take to finish before they are cancelled")
+	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long the requests accepted (running or waiting for the engine) may take to finish before they are cancelled")
+	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive once its headers have; a slower one gets 408 and its connection is closed")
+	maxConns := fs.Int("max-conns", 1024, "connections held open at once; one more is answered 503 and closed")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,7 +77,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		base := filepath.Base(p.Model.Path)
 		id = strings.TrimSuffix(base, filepath.Ext(base))
 	}
-	srv, err := server.New(server.Options{Engine: eng, Model: id, APIKey: *apiKey, Chat: tmpl, MaxWaiting: *waiting, Logger: e.log})
+	srv, err := server.New(server.Options{Engine: eng, Model: id, APIKey: *apiKey, Chat: tmpl, MaxWaiting: *waiting,
+		BodyTimeout: *bodyTimeout, MaxConns: *maxConns, Logger: e.log})
 	if err != nil {
 		ln.Close()
 		return err

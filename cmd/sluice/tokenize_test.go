@@ -14,7 +14,7 @@ import (
 // llama.cpp's test vectors passes them through `sluice tokenize`: with
 // --inp, its output is the .out file byte for byte.
 func TestTokenizeLlamaCppVocabs(t *testing.T) {
-	dir := filepath.Join(testutil.Models(t), "llama-cpp-vocab")
+	dir := testutil.Model(t, "llama-cpp-vocab")
 	vocabs, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if err != nil || len(vocabs) == 0 {
 		t.Fatalf("no vocabularies in %s (%v)", dir, err)
@@ -54,7 +54,7 @@ func TestTokenizeLlamaCppVocabs(t *testing.T) {
 // An unknown tokenizer.ggml.pre is an error that names it and lists the
 // known ones; --tokenizer-pre forces a pre-tokenizer.
 func TestTokenizePre(t *testing.T) {
-	src := filepath.Join(testutil.Models(t), "llama-cpp-vocab", "ggml-vocab-gpt-2.gguf")
+	src := testutil.Model(t, "llama-cpp-vocab/ggml-vocab-gpt-2.gguf")
 	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)

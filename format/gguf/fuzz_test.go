@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // FuzzGGUFHeader feeds arbitrary bytes to Read. Whatever the input, Read must
@@ -23,7 +24,7 @@ func FuzzGGUFHeader(f *testing.F) {
 	f.Add(header(2, 0).tensorEntry("a", 0, 0, 16).tensorEntry("b", 0, 32, 8).data(32, 256))
 	f.Add(oneKVNamed("k", 9, func(r *raw) { r.u32(9).u64(2).u32(8).u64(1).str("x").u32(7).u64(1).WriteByte(1) }))
 	// The real header (KVs and tensor index, without the data) when present.
-	if b, err := os.ReadFile(filepath.Join(modelsDir, "stories260K-gguf/stories260K.gguf")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(testutil.ModelsDir(), "stories260K-gguf/stories260K.gguf")); err == nil {
 		f.Add(b[:14176])
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

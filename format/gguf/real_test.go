@@ -8,18 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tensor"
 )
 
-const modelsDir = "../../../shared/models"
-
 func needModel(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join(modelsDir, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("../shared/models absent (%v): skipping real-model test", err)
-	}
-	return p
+	return testutil.Model(t, rel)
 }
 
 func TestRealStories260K(t *testing.T) {

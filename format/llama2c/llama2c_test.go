@@ -14,10 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tensor"
 )
-
-const modelsDir = "../../../shared/models"
 
 // tiny is a valid config with GQA (2 heads sharing 1 KV head) small enough
 // that every prefix of its file can be tried.
@@ -320,11 +319,7 @@ func TestLegacyFreqCis(t *testing.T) {
 
 func needModel(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join(modelsDir, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("../shared/models absent (%v): skipping real-model test", err)
-	}
-	return p
+	return testutil.Model(t, rel)
 }
 
 func TestRealModels(t *testing.T) {

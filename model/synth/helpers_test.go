@@ -2,23 +2,18 @@ package synth
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// sharedModel returns the path of a file under ../shared/models (the repo is
-// cloned beside shared/), or skips the test when it is absent.
+// sharedModel returns the path of a real test file (see testutil.Model), or
+// skips the test when it is absent.
 func sharedModel(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "models", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("../shared/models absent: skipping real-model test (%s: %v)", rel, err)
-	}
-	return p
+	return testutil.Model(t, rel)
 }
 
 func mustPreset(t testing.TB, name string) Preset {

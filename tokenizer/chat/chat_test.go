@@ -165,7 +165,7 @@ func TestFromGGUF(t *testing.T) {
 // template: it parses, renders, and ends turns with <|end|>, a token of the
 // vocabulary.
 func TestRealTemplates(t *testing.T) {
-	dir := filepath.Join(testutil.Models(t), "llama-cpp-vocab")
+	dir := testutil.Model(t, "llama-cpp-vocab")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	found := 0
 	for _, p := range paths {
@@ -211,7 +211,7 @@ func TestRealTemplates(t *testing.T) {
 }
 
 func TestDefault(t *testing.T) {
-	dir := filepath.Join(testutil.Models(t), "llama-cpp-vocab")
+	dir := testutil.Model(t, "llama-cpp-vocab")
 	f, err := gguf.Open(filepath.Join(dir, "ggml-vocab-llama-spm.gguf"))
 	if err != nil {
 		t.Fatal(err)
