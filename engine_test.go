@@ -12,122 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
-	"github.com/sluicehq/sluice/model/synth"
-	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// synthModel writes the tiny synthetic llama (random weights, real layout) and
-// loads it with the given kernel threads.
-func synthModel(t testing.TB, threads int, dt tensor.DType) *model.Loaded {
-	t.Helper()
-	return synthContext(t, threads, dt, 0)
-}
-
-// synthContext is synthModel with the model's context set to ctx (0: the
-// preset's 256).
-func synthContext(t testing.TB, threads int, dt tensor.DType, ctx int) *model.Loaded {
-	t.Helper()
-	p, err := synth.LookupPreset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx > 0 {
-		p.Context = ctx
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := synth.Write(f, synth.Options{Preset: p, DType: dt, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return load(t, model.LoadOptions{Path: path, Threads: threads})
-}
-
-func load(t testing.TB, o model.LoadOptions) *model.Loaded {
-	t.Helper()
-	l, err := model.Load(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-func stories(t testing.TB, threads int) *model.Loaded {
-	dir := testutil.Models(t)
-	return load(t, model.LoadOptions{
-		Path: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"), Threads: threads,
-	})
-}
-
-// pipeline is the greedy or sampling preset with the scheduler set as given.
-func pipeline(t testing.TB, temp float64, inFlight, chunk, maxNew int) *pipelines.Pipeline {
-	t.Helper()
-	p := pipelines.Greedy()
-	sc := p.Scheduler()
-	sc.MaxInFlight, sc.PrefillChunk, sc.MaxNewTokens = inFlight, chunk, maxNew
-	if temp > 0 {
-		seed := uint64(11)
-		*p.Sampler() = *pipelines.DefaultSampleParams()
-		p.Sampler().Temperature, p.Sampler().Seed = temp, &seed
-	}
-	return p
-}
-
-func engine(t testing.TB, l *model.Loaded, p *pipelines.Pipeline) *sluice.Engine {
-	t.Helper()
-	e, err := sluice.New(l, sluice.Options{Pipeline: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
-
-// prompts32 are 32 prompts of different lengths (1 to ~40 tokens).
-func prompts32() []string {
-	words := strings.Fields("once upon a time there was a little girl named Lily who liked to play in the park with her dog and her friend Tom every day after school when the sun was warm")
-	var out []string
-	for i := range 32 {
-		out = append(out, strings.Join(words[:(i*7)%len(words)], " "))
-	}
-	return out
-}
-
-// runAll submits every prompt at once and returns the results by index.
-func runAll(t testing.TB, e *sluice.Engine, prompts []string) []sluice.Result {
-	t.Helper()
-	res := make([]sluice.Result, len(prompts))
-	var wg sync.WaitGroup
-	for i, pr := range prompts {
-		wg.Add(1)
-		req := sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr}
-		if err := e.Submit(context.Background(), req, func(r sluice.Result) { res[i] = r; wg.Done() }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wg.Wait()
-	for i, r := range res {
-		if r.Err != nil {
-			t.Fatalf("prompt %d: %v", i, r.Err)
-		}
-	}
-	return res
-}
 
 // Must show 1: 32 prompts of different lengths with 32 in flight (one batch
 // per step, rows of all of them) give text byte-identical to one at a time,
@@ -138,37 +34,37 @@ func TestBatchInvariance(t *testing.T) {
 		name string
 		load mk
 	}{
-		{"synthetic-q8_0", func(t testing.TB, th int) *model.Loaded { return synthModel(t, th, tensor.Q8_0) }},
-		{"synthetic-f32", func(t testing.TB, th int) *model.Loaded { return synthModel(t, th, tensor.F32) }},
+		{"synthetic-q8_0", func(t testing.TB, th int) *model.Loaded { return enginetest.Synth(t, th, tensor.Q8_0, 0) }},
+		{"synthetic-f32", func(t testing.TB, th int) *model.Loaded { return enginetest.Synth(t, th, tensor.F32, 0) }},
 	}
 	if testutil.HaveModels() {
 		models = append(models, struct {
 			name string
 			load mk
-		}{"stories260K", stories})
+		}{"stories260K", enginetest.Stories})
 	}
 	n := 48
 	if testing.Short() {
 		n = 12
 	}
-	prompts := prompts32()
+	prompts := enginetest.Prompts32()
 	for _, m := range models {
 		for _, threads := range []int{1, 2} {
 			l := m.load(t, threads)
 			for _, temp := range []float64{0, 0.8} {
 				t.Run(fmt.Sprintf("%s/threads=%d/temp=%g", m.name, threads, temp), func(t *testing.T) {
-					alone := runAll(t, engine(t, l, pipeline(t, temp, 1, 64, n)), prompts)
+					alone := enginetest.RunAll(t, enginetest.Engine(t, l, enginetest.Pipeline(t, temp, 1, 64, n)), prompts)
 					// Prefill chunks of 5 with a 40-row step budget: prompts
 					// are split differently from the run alone.
 					// The prompts are prefixes of each other: with the
 					// prefix cache, later ones would wait for the pages the
 					// first computes and map them (TestPrefixCacheSameText),
 					// not share its steps, which is what this test mixes.
-					p := pipeline(t, temp, 32, 5, n)
+					p := enginetest.Pipeline(t, temp, 32, 5, n)
 					p.Scheduler().MaxBatchTokens = 40
 					p.Cache.NoPrefixCache = true
-					e := engine(t, l, p)
-					together := runAll(t, e, prompts)
+					e := enginetest.Engine(t, l, p)
+					together := enginetest.RunAll(t, e, prompts)
 					for i := range prompts {
 						if alone[i].Text != together[i].Text || !slices.Equal(alone[i].Tokens, together[i].Tokens) {
 							t.Fatalf("prompt %d (%q): alone %q, with 31 others %q", i, prompts[i], alone[i].Text, together[i].Text)
@@ -207,14 +103,14 @@ func TestEngineMatchesRef(t *testing.T) {
 			if tc.tok != "" {
 				lo.Tokenizer = filepath.Join(dir, tc.tok)
 			}
-			l := load(t, lo)
+			l := enginetest.Load(t, lo)
 			n := 256
 			if testing.Short() {
 				n = 40
 			}
-			p := pipeline(t, 0, 3, 3, n)
+			p := enginetest.Pipeline(t, 0, 3, 3, n)
 			p.Cache.KVType = tc.kvType
-			e := engine(t, l, p)
+			e := enginetest.Engine(t, l, p)
 			prompts := []string{"", "Lily and Tom", "The cat sat on the mat."}
 			var mu sync.Mutex
 			logits := map[string]map[int32][]float32{}
@@ -298,11 +194,11 @@ func compareTol(t *testing.T, prompt string, pos int, want, got []float32, exact
 // with finish reason cancelled; the other 7 are byte-identical to a run
 // without the cancellation; no goroutine outlives Close (TestMain's goleak).
 func TestCancelOne(t *testing.T) {
-	l := synthModel(t, 2, tensor.Q8_0)
-	prompts := prompts32()[:8]
-	want := runAll(t, engine(t, l, pipeline(t, 0.8, 8, 16, 40)), prompts)
+	l := enginetest.Synth(t, 2, tensor.Q8_0, 0)
+	prompts := enginetest.Prompts32()[:8]
+	want := enginetest.RunAll(t, enginetest.Engine(t, l, enginetest.Pipeline(t, 0.8, 8, 16, 40)), prompts)
 
-	e, err := sluice.New(l, sluice.Options{Pipeline: pipeline(t, 0.8, 8, 16, 40)})
+	e, err := sluice.New(l, sluice.Options{Pipeline: enginetest.Pipeline(t, 0.8, 8, 16, 40)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,10 +247,10 @@ func TestCancelOne(t *testing.T) {
 // A request's deadline ends it alone, with finish reason timeout, and the
 // pipeline timeout applies per request.
 func TestTimeoutOne(t *testing.T) {
-	l := synthModel(t, 1, tensor.F32)
-	p := pipeline(t, 0, 2, 16, 0)
+	l := enginetest.Synth(t, 1, tensor.F32, 0)
+	p := enginetest.Pipeline(t, 0, 2, 16, 0)
 	p.Scheduler().StopAtEOS = false
-	e := engine(t, l, p)
+	e := enginetest.Engine(t, l, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	// The hook stalls the engine (hooks must not block; here it is the point),
@@ -378,8 +274,8 @@ func TestTimeoutOne(t *testing.T) {
 // preset's 256, under CI's load, whole requests had finished by length
 // first.
 func TestCloseCancelsInFlight(t *testing.T) {
-	l := synthContext(t, 1, tensor.F32, 1<<15)
-	p := pipeline(t, 0, 2, 16, 0)
+	l := enginetest.Synth(t, 1, tensor.F32, 1<<15)
+	p := enginetest.Pipeline(t, 0, 2, 16, 0)
 	p.Scheduler().StopAtEOS = false
 	e, err := sluice.New(l, sluice.Options{Pipeline: p})
 	if err != nil {
@@ -407,11 +303,11 @@ func TestCloseCancelsInFlight(t *testing.T) {
 // Issue fix: a sequence that fills its context still emits the token
 // predicted at its last position, as run.c does.
 func TestContextFullEmitsLastToken(t *testing.T) {
-	l := synthModel(t, 1, tensor.F32)
-	p := pipeline(t, 0, 1, 64, 0)
+	l := enginetest.Synth(t, 1, tensor.F32, 0)
+	p := enginetest.Pipeline(t, 0, 1, 64, 0)
 	p.Scheduler().StopAtEOS = false
 	p.Model.Context = 16
-	e := engine(t, l, p)
+	e := enginetest.Engine(t, l, p)
 	r, err := e.Complete(context.Background(), sluice.Request{Tokens: []int32{1, 5, 9}})
 	if err != nil {
 		t.Fatal(err)
@@ -431,12 +327,12 @@ func TestContextFullEmitsLastToken(t *testing.T) {
 // (it was sized in tokens, and ran out of pages before the sequences reached
 // their context: `bench --parallel 3 --prompt-tokens 16 --gen-tokens 8`).
 func TestParallelFullContextPages(t *testing.T) {
-	l := synthModel(t, 1, tensor.F32)
+	l := enginetest.Synth(t, 1, tensor.F32, 0)
 	for _, n := range []int{2, 3, 5} {
-		p := pipeline(t, 0, n, 64, 0)
+		p := enginetest.Pipeline(t, 0, n, 64, 0)
 		p.Scheduler().StopAtEOS = false
 		p.Model.Context = 24 // a page and a half
-		e := engine(t, l, p)
+		e := enginetest.Engine(t, l, p)
 		res := make([]sluice.Result, n)
 		var wg sync.WaitGroup
 		for i := range n {
@@ -460,16 +356,16 @@ func TestParallelFullContextPages(t *testing.T) {
 // step recomputes the whole prefix in one chunk. Both give the same tokens and,
 // since the kernels are batch-invariant, bit-identical logits.
 func TestCacheEqualsRecompute(t *testing.T) {
-	l := synthModel(t, 2, tensor.Q8_0)
+	l := enginetest.Synth(t, 2, tensor.Q8_0, 0)
 	const n = 24
 	var cached [][]float32
-	e := engine(t, l, pipeline(t, 0, 1, 1, n))
+	e := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 1, 1, n))
 	r, err := e.Complete(context.Background(), sluice.Request{Prompt: "Once", AllLogits: true,
 		OnLogits: func(_ int32, lg []float32) { cached = append(cached, slices.Clone(lg)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := engine(t, l, pipeline(t, 0, 1, 1<<10, 1))
+	full := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 1, 1<<10, 1))
 	for step := r.PromptTokens; step < len(r.Tokens); step++ {
 		var last []float32
 		if _, err := full.Complete(context.Background(), sluice.Request{Tokens: r.Tokens[:step],

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/convert"
@@ -22,7 +24,6 @@ import (
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
 	_ "github.com/sluicehq/sluice/model/qwen2" // and qwen2
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -194,15 +195,7 @@ func writeHF(t *testing.T, path string, shards int, edit func(hfConfig, map[stri
 
 func synthModel(t *testing.T) string {
 	t.Helper()
-	p, err := synth.LookupPreset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := synth.WriteFile(path, synth.Options{Preset: p, DType: tensor.F32, Seed: 3, Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return synthfile.Path(t, synthfile.Options{DType: tensor.F32, Seed: 3})
 }
 
 func convertTo(t *testing.T, in string, o convert.Options) string {

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
+
 	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama"
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
@@ -30,15 +31,8 @@ import (
 func TestDecodeStepDoesNotAllocate(t *testing.T) {
 	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
 	runtime.MemProfileRate = 1 // profile every allocation, to say where on failure
-	p, err := synth.LookupPreset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.Q8_0, tensor.Q4_0} {
-		path := filepath.Join(t.TempDir(), dt.String()+".gguf")
-		if err := synth.WriteFile(path, synth.Options{Preset: p, DType: dt, Seed: 1, Workers: 1}); err != nil {
-			t.Fatal(err)
-		}
+		path := synthfile.Path(t, synthfile.Options{DType: dt, Seed: 1})
 		for _, threads := range []int{1, 2} {
 			for _, seqs := range []int{1, 3} {
 				t.Run(fmt.Sprintf("%s/%dthreads/%dseqs", dt, threads, seqs), func(t *testing.T) {

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
+
 	"github.com/sluicehq/sluice/eval"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/tensor"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -41,15 +42,7 @@ func stories(t *testing.T) *model.Loaded {
 // tiny writes a seeded synthetic model (no ../shared needed).
 func tiny(t *testing.T, seed uint64) *model.Loaded {
 	t.Helper()
-	p, err := synth.LookupPreset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := synth.WriteFile(path, synth.Options{Preset: p, DType: tensor.F32, Seed: seed, Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	return load(t, path, "")
+	return load(t, synthfile.Path(t, synthfile.Options{DType: tensor.F32, Seed: seed}), "")
 }
 
 func corpusIDs(t *testing.T, l *model.Loaded) []int32 {

@@ -5,57 +5,26 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/tensor"
-)
-
-var (
-	synthOnce sync.Once
-	synthPath string
-	synthErr  error
 )
 
 // synthModel loads the tiny synthetic llama (seeded random weights, a
 // 512-piece vocabulary), written once per test binary.
 func synthModel(t testing.TB) *model.Loaded {
 	t.Helper()
-	synthOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-server-test")
-		if err != nil {
-			synthErr = err
-			return
-		}
-		synthPath = filepath.Join(dir, "tiny.gguf")
-		p, err := synth.LookupPreset("tiny")
-		if err != nil {
-			synthErr = err
-			return
-		}
-		f, err := os.Create(synthPath)
-		if err != nil {
-			synthErr = err
-			return
-		}
-		if synthErr = synth.Write(f, synth.Options{Preset: p, DType: tensor.Q8_0, Seed: 3}); synthErr == nil {
-			synthErr = f.Close()
-		}
-	})
-	if synthErr != nil {
-		t.Fatal(synthErr)
-	}
-	l, err := model.Load(context.Background(), model.LoadOptions{Path: synthPath, Threads: 1})
+	path := synthfile.Path(t, synthfile.Options{DType: tensor.Q8_0, Seed: 3})
+	l, err := model.Load(context.Background(), model.LoadOptions{Path: path, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

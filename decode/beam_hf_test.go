@@ -1,4 +1,4 @@
-package sluice_test
+package decode_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/spec"
@@ -180,9 +182,9 @@ func hfBeamSearch(logprobs func([]int32) []float32, prompt []int32, k, numReturn
 // CLI's --eos-id); a story's end stops the beams at BOS as it stops greedy
 // decoding; num_beams 1 is greedy decoding in every mode.
 func TestBeamSearchFollowsTransformers(t *testing.T) {
-	l := stories(t, 2)
-	plain := engine(t, l, pipeline(t, 0, 4, 64, 0))
-	eng := beamEngine(t, l, 9)
+	l := enginetest.Stories(t, 2)
+	plain := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 4, 64, 0))
+	eng := enginetest.Beam(t, l, 9)
 	cache := map[string][]float32{}
 	logprobs := func(seq []int32) []float32 {
 		key := fmt.Sprint(seq)

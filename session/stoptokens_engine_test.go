@@ -1,9 +1,11 @@
-package sluice_test
+package session_test
 
 import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tensor"
@@ -12,8 +14,8 @@ import (
 // Request.StopTokens end a request like EOS: the completion stops before the
 // first of them, with finish reason stop.
 func TestStopTokens(t *testing.T) {
-	l := synthModel(t, 1, tensor.Q8_0)
-	e := engine(t, l, pipeline(t, 0, 2, 16, 12))
+	l := enginetest.Synth(t, 1, tensor.Q8_0, 0)
+	e := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 2, 16, 12))
 	ctx := context.Background()
 	full, err := e.Complete(ctx, sluice.Request{Prompt: "once upon a time"})
 	if err != nil {

@@ -1,62 +1,18 @@
-package sluice_test
+package decode_test
 
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
+
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 )
-
-// specEngine is stories260K with llama2xs-260k as the draft, under the
-// specexec or chain preset with the given sampler and tree settings.
-func specEngine(t *testing.T, preset string, temp float64, seed uint64, budget, threads int) *sluice.Engine {
-	t.Helper()
-	dir := testutil.Models(t)
-	p, err := pipelines.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = 16, 32
-	if temp > 0 {
-		*p.Sampler() = *pipelines.DefaultSampleParams()
-		p.Sampler().Temperature, p.Sampler().TopP, p.Sampler().Seed = temp, 0.95, &seed
-	}
-	for i := range p.Stages {
-		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok && budget > 0 {
-			dp.Budget = budget
-		}
-	}
-	p.Model.Threads = threads
-	p.Draft = &pipelines.ModelSpec{Path: filepath.Join(dir, "llama2xs-260k", "llama2xs_model.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"), Threads: threads}
-	e, err := sluice.Open(context.Background(), sluice.Options{
-		Pipeline: p,
-		Model:    filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
-
-func plainEngine(t *testing.T, l *model.Loaded, temp float64, seed uint64) *sluice.Engine {
-	p := pipelines.Greedy()
-	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = 16, 32
-	if temp > 0 {
-		*p.Sampler() = *pipelines.DefaultSampleParams()
-		p.Sampler().Temperature, p.Sampler().TopP, p.Sampler().Seed = temp, 0.95, &seed
-	}
-	return engine(t, l, p)
-}
 
 // Same seed, same text: SpecExec at budgets 8, 64 and 512 gives text
 // byte-identical to plain decoding, greedy and for 20 seeds at temperature 0.8
@@ -104,10 +60,10 @@ func TestSpecExecSameText(t *testing.T) {
 		return res
 	}
 	for _, threads := range []int{1, 2} {
-		l := stories(t, threads)
-		want := run(t, plainEngine(t, l, 0, 0), false)
+		l := enginetest.Stories(t, threads)
+		want := run(t, enginetest.Plain(t, l, 0, 0), false)
 		for _, budget := range budgets {
-			e := specEngine(t, "specexec", 0, 0, budget, threads)
+			e := enginetest.Spec(t, "specexec", 0, 0, budget, threads)
 			got := run(t, e, false)
 			for i, j := range jobs {
 				if got[i].Text != want[i].Text {
@@ -122,9 +78,9 @@ func TestSpecExecSameText(t *testing.T) {
 		for _, mode := range []string{"chain", "lookup"} {
 			var e *sluice.Engine
 			if mode == "chain" {
-				e = specEngine(t, "chain", 0, 0, 0, threads)
+				e = enginetest.Spec(t, "chain", 0, 0, 0, threads)
 			} else {
-				e = lookupEngine(t, l)
+				e = enginetest.Lookup(t, l)
 			}
 			got := run(t, e, true)
 			for i, j := range jobs {
@@ -135,19 +91,4 @@ func TestSpecExecSameText(t *testing.T) {
 			e.Close()
 		}
 	}
-}
-
-// lookupEngine is prompt-lookup decoding (no draft model) on l, greedy.
-func lookupEngine(t *testing.T, l *model.Loaded) *sluice.Engine {
-	p, err := pipelines.Preset("chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = 16, 32
-	for i := range p.Stages {
-		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok {
-			dp.Mode, dp.DraftMax = "lookup", 4
-		}
-	}
-	return engine(t, l, p)
 }

@@ -1,10 +1,12 @@
-package sluice_test
+package decode_test
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
@@ -17,8 +19,8 @@ import (
 // pipeline would ignore is refused, naming it: OnLogits there, a sampling
 // temperature or a repeat penalty for beams.
 func TestHooksOnBeamAndSpeculative(t *testing.T) {
-	l := stories(t, 2)
-	eng := beamEngine(t, l, 4)
+	l := enginetest.Stories(t, 2)
+	eng := enginetest.Beam(t, l, 4)
 	prompt := []int32{l.Tokenizer.BOS(), 317, 269}
 	beam := &spec.BeamOptions{NumBeams: 3, LengthPenalty: 1}
 	var toks []int32
@@ -37,7 +39,7 @@ func TestHooksOnBeamAndSpeculative(t *testing.T) {
 		t.Errorf("beam OnToken saw %v %q; the result is %v %q", toks, text.String(), r.Tokens[len(prompt):], r.Completion)
 	}
 
-	sp := specEngine(t, "specexec", 0, 0, 16, 2)
+	sp := enginetest.Spec(t, "specexec", 0, 0, 16, 2)
 	toks = toks[:0]
 	r, err = sp.Complete(context.Background(), sluice.Request{Prompt: "Lily and", MaxNewTokens: 20, OnToken: func(tok int32, _ string) { toks = append(toks, tok) }})
 	if err != nil {

@@ -1,4 +1,4 @@
-package sluice_test
+package sched_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -105,9 +107,9 @@ func TestPrefixCacheSameText(t *testing.T) {
 		}
 	}
 	for _, threads := range []int{1, 2} {
-		l := stories(t, threads)
-		want := runJobs(t, engine(t, l, prefixPipeline(false, 8)), jobs)
-		e := engine(t, l, prefixPipeline(true, 8))
+		l := enginetest.Stories(t, threads)
+		want := runJobs(t, enginetest.Engine(t, l, prefixPipeline(false, 8)), jobs)
+		e := enginetest.Engine(t, l, prefixPipeline(true, 8))
 		got := runJobs(t, e, jobs)
 		mapped := 0
 		for i := range jobs {
@@ -140,7 +142,7 @@ func TestPrefixCacheSameText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cold, err := engine(t, l, prefixPipeline(false, 1)).Complete(context.Background(), sluice.Request{Tokens: turn})
+		cold, err := enginetest.Engine(t, l, prefixPipeline(false, 1)).Complete(context.Background(), sluice.Request{Tokens: turn})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +202,7 @@ func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 		t.Fatalf("specexec: %d of %d requests mapped cached pages", hits, len(want))
 	}
 
-	l := stories(t, 2)
+	l := enginetest.Stories(t, 2)
 	beamRun := func(cache bool) []prefixOut {
 		p, err := pipelines.Preset("beam")
 		if err != nil {
@@ -212,7 +214,7 @@ func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 		for _, pr := range prompts[:3] {
 			jobs = append(jobs, prefixJob{prompt: pr, beam: &spec.BeamOptions{NumBeams: 4, NumReturn: 2, LengthPenalty: 1, MaxNewTokens: 12}})
 		}
-		return runJobs(t, engine(t, l, p), jobs)
+		return runJobs(t, enginetest.Engine(t, l, p), jobs)
 	}
 	bwant, bgot := beamRun(false), beamRun(true)
 	for i := range bwant {

@@ -1,9 +1,11 @@
-package sluice_test
+package pipelines_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/pipelines"
@@ -15,7 +17,7 @@ import (
 // and which run fused (the preset fuses the decode loop's stages: an edge
 // into a fused node has no channel, so its producer's capacity leaves it out).
 func TestGraphShape(t *testing.T) {
-	l := synthModel(t, 1, tensor.F32)
+	l := enginetest.Synth(t, 1, tensor.F32, 0)
 	tests := []struct {
 		name string
 		edit func(*pipelines.Pipeline)
@@ -50,7 +52,7 @@ func TestGraphShape(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pipelines.Greedy()
 			tc.edit(p)
-			e := engine(t, l, p)
+			e := enginetest.Engine(t, l, p)
 			var got []string
 			for _, s := range e.NodeStats() {
 				f := ""

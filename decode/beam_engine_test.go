@@ -1,4 +1,4 @@
-package sluice_test
+package decode_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
+
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/spec"
 )
@@ -54,24 +54,15 @@ func logSoftmax(x []float32) []float32 {
 	return out
 }
 
-func beamEngine(t *testing.T, l *model.Loaded, inFlight int) *sluice.Engine {
-	p, err := pipelines.Preset("beam")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Scheduler().MaxInFlight = inFlight
-	return engine(t, l, p)
-}
-
 // Beam search in the engine (a row per live beam, KV sequences forked
 // copy-on-write) returns exactly what spec.Beam returns over the same
 // model's logits recomputed from scratch, for 4 and 8 beams and each
 // early_stopping mode; num_beams 1 is greedy; other requests in the same
 // batch are untouched.
 func TestBeamSearchEngine(t *testing.T) {
-	l := stories(t, 2)
-	plain := engine(t, l, pipeline(t, 0, 4, 64, 0))
-	eng := beamEngine(t, l, 9)
+	l := enginetest.Stories(t, 2)
+	plain := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 4, 64, 0))
+	eng := enginetest.Beam(t, l, 9)
 	prompt := []int32{1, 317, 269} // BOS "Lily and"
 	const n = 12
 	greedy, err := plain.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: n})

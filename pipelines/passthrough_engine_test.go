@@ -1,4 +1,4 @@
-package sluice_test
+package pipelines_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/graph"
@@ -111,10 +113,10 @@ func TestPassThroughKinds(t *testing.T) {
 		t.Errorf("the Default registry accepted the file: %v", err)
 	}
 
-	l := synthModel(t, 1, tensor.F32)
-	prompts := prompts32()[:6]
+	l := enginetest.Synth(t, 1, tensor.F32, 0)
+	prompts := enginetest.Prompts32()[:6]
 	run := func(p *pipelines.Pipeline) ([]sluice.Result, *sluice.Engine) {
-		e := engine(t, l, p)
+		e := enginetest.Engine(t, l, p)
 		res := make([]sluice.Result, len(prompts))
 		for i, pr := range prompts {
 			var err error
@@ -125,7 +127,7 @@ func TestPassThroughKinds(t *testing.T) {
 		return res, e
 	}
 	got, e := run(p)
-	want, _ := run(pipeline(t, 0, 4, 8, 12))
+	want, _ := run(enginetest.Pipeline(t, 0, 4, 8, 12))
 
 	var promptTokens int64
 	for i := range got {

@@ -1,4 +1,4 @@
-package sluice_test
+package offload_test
 
 import (
 	"context"
@@ -12,6 +12,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -32,29 +36,18 @@ func sixLayers(t *testing.T, dt ...tensor.DType) string {
 	if len(dt) > 0 {
 		d = dt[0]
 	}
-	path := filepath.Join(t.TempDir(), "six.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pr := synth.Preset{Name: "six", Dim: 64, Hidden: 192, Layers: 6, Heads: 4, KVHeads: 2, Context: 128, Vocab: 512}
-	if err := synth.Write(f, synth.Options{Preset: pr, DType: d, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return synthfile.Path(t, synthfile.Options{Custom: &pr, DType: d, Seed: 5})
 }
 
 // allLogits runs three prompts together (prefill chunks of 3) and returns
 // every position's logits by prompt, and the texts.
 func allLogits(t *testing.T, l *model.Loaded, ahead int) (map[string][][]float32, map[string]string) {
 	t.Helper()
-	p := pipeline(t, 0, 3, 3, 12)
+	p := enginetest.Pipeline(t, 0, 3, 3, 12)
 	s, _ := p.StageOfKind(pipelines.KindTransformerLayers)
 	s.Params.(*pipelines.TransformerLayersParams).PrefetchAhead = ahead
-	e := engine(t, l, p)
+	e := enginetest.Engine(t, l, p)
 	prompts := []string{"", "Lily and Tom", "The cat sat on the mat."}
 	var mu sync.Mutex
 	logits := map[string][][]float32{}
@@ -112,13 +105,13 @@ func TestTiersBitIdentical(t *testing.T) {
 	check := func(t *testing.T, lo model.LoadOptions) {
 		lo.Threads = 2
 		lo.Tier = offload.RAM
-		want, _ := allLogits(t, load(t, lo), 1)
+		want, _ := allLogits(t, enginetest.Load(t, lo), 1)
 		lo.Tier = offload.Mmap
-		got, _ := allLogits(t, load(t, lo), 1)
+		got, _ := allLogits(t, enginetest.Load(t, lo), 1)
 		sameLogits(t, want, got)
 
 		lo.Tier = offload.SSD
-		probe := load(t, lo).Store.Stats() // no budget: the minimum
+		probe := enginetest.Load(t, lo).Store.Stats() // no budget: the minimum
 		layer := probe.RingBytes / 2
 		minimum := probe.Resident()
 		cached := false
@@ -128,7 +121,7 @@ func TestTiersBitIdentical(t *testing.T) {
 			for _, ahead := range []int{0, 1, 3} {
 				t.Run(fmt.Sprintf("ssd/%s/ahead=%d", offload.FormatBytes(budget), ahead), func(t *testing.T) {
 					lo.Budget = budget
-					l := load(t, lo)
+					l := enginetest.Load(t, lo)
 					got, _ := allLogits(t, l, ahead)
 					sameLogits(t, want, got)
 					st := l.Store.Stats()
@@ -203,14 +196,14 @@ func (s *poisonStore) Acquire(ctx context.Context, r offload.Ref) (offload.Pinne
 
 func TestNoReadAfterRelease(t *testing.T) {
 	path := sixLayers(t)
-	want, _ := allLogits(t, load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2}), 1)
-	probe := load(t, model.LoadOptions{Path: path, Tier: offload.SSD, Threads: 2}).Store.Stats()
+	want, _ := allLogits(t, enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2}), 1)
+	probe := enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.SSD, Threads: 2}).Store.Stats()
 	for _, tc := range []struct {
 		tier   offload.Tier
 		budget int64 // a chunk cache of half a layer
 	}{{offload.RAM, 0}, {offload.SSD, 0}, {offload.SSD, probe.Resident() + probe.RingBytes/4}} {
 		t.Run(fmt.Sprintf("%s/%d", tc.tier, tc.budget), func(t *testing.T) {
-			l := load(t, model.LoadOptions{Path: path, Tier: tc.tier, Threads: 2, Budget: tc.budget})
+			l := enginetest.Load(t, model.LoadOptions{Path: path, Tier: tc.tier, Threads: 2, Budget: tc.budget})
 			ps := &poisonStore{Store: l.Store}
 			l.Store = ps
 			got, _ := allLogits(t, l, 1)
@@ -230,7 +223,7 @@ func TestNoReadAfterRelease(t *testing.T) {
 // A file truncated under the running engine does the same, with no crash.
 func TestReadFaultsFailRequests(t *testing.T) {
 	path := sixLayers(t)
-	ref := load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2})
+	ref := enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2})
 	_, wantTexts := allLogits(t, ref, 1)
 	bad, _ := ref.Store.Lookup("blk.3.ffn_up.weight")
 	var armed atomic.Bool
@@ -245,8 +238,8 @@ func TestReadFaultsFailRequests(t *testing.T) {
 		defer f.Close()
 		return f.ReadAt(b, off)
 	}
-	l := load(t, model.LoadOptions{Path: path, Tier: offload.SSD, Threads: 2, ReadAt: hook})
-	e := engine(t, l, pipeline(t, 0, 3, 3, 12))
+	l := enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.SSD, Threads: 2, ReadAt: hook})
+	e := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 3, 3, 12))
 	armed.Store(true)
 	r, err := e.Complete(t.Context(), sluice.Request{ID: "a", Prompt: "Lily and Tom"})
 	if err == nil {

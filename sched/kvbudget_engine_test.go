@@ -1,4 +1,4 @@
-package sluice_test
+package sched_test
 
 import (
 	"context"
@@ -6,18 +6,20 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/enginetest"
+
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
-	"github.com/sluicehq/sluice/model/synth"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -25,23 +27,8 @@ import (
 // synthCtx is the tiny synthetic llama with a context of ctx tokens.
 func synthCtx(t testing.TB, ctx int) *model.Loaded {
 	t.Helper()
-	p, err := synth.LookupPreset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Context = ctx
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := synth.Write(f, synth.Options{Preset: p, DType: tensor.Q8_0, Seed: 9}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return load(t, model.LoadOptions{Path: path, Threads: 2})
+	path := synthfile.Path(t, synthfile.Options{DType: tensor.Q8_0, Seed: 9, Context: ctx})
+	return enginetest.Load(t, model.LoadOptions{Path: path, Threads: 2})
 }
 
 // kvRun is what one request produced: its tokens and a hash of the bits of
@@ -57,7 +44,7 @@ type kvRun struct {
 func runKV(t *testing.T, l *model.Loaded, prompts [][]int32, budget int64) ([]kvRun, kvcache.Stats) {
 	t.Helper()
 	ctxLen := l.Model.Arch().Context
-	p := pipeline(t, 0, len(prompts), 64, ctxLen)
+	p := enginetest.Pipeline(t, 0, len(prompts), 64, ctxLen)
 	p.Scheduler().StopAtEOS = false
 	p.Cache.KVBudget, p.Cache.SpillDir = budget, t.TempDir()
 	e, err := sluice.New(l, sluice.Options{Pipeline: p})
@@ -153,7 +140,7 @@ func TestKVBudgetSpillIdentical(t *testing.T) {
 // when the engine is made, naming the budget and the minimum.
 func TestKVBudgetTooSmall(t *testing.T) {
 	l := synthCtx(t, 512)
-	p := pipeline(t, 0, 2, 64, 16)
+	p := enginetest.Pipeline(t, 0, 2, 64, 16)
 	p.Cache.KVBudget = 8192
 	_, err := sluice.New(l, sluice.Options{Pipeline: p})
 	if err == nil {

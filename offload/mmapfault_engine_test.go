@@ -1,4 +1,4 @@
-package sluice_test
+package offload_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
@@ -23,10 +25,10 @@ func TestMmapTruncatedFailsRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2})
+	ref := enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.RAM, Threads: 2})
 	_, wantTexts := allLogits(t, ref, 1)
-	l := load(t, model.LoadOptions{Path: path, Tier: offload.Mmap, Threads: 2})
-	e := engine(t, l, pipeline(t, 0, 3, 3, 12))
+	l := enginetest.Load(t, model.LoadOptions{Path: path, Tier: offload.Mmap, Threads: 2})
+	e := enginetest.Engine(t, l, enginetest.Pipeline(t, 0, 3, 3, 12))
 	bad, _ := l.Store.Lookup("blk.3.ffn_up.weight")
 
 	// Cut the file in the middle of a layer's matrix: the pages past the

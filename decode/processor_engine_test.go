@@ -1,10 +1,12 @@
-package sluice_test
+package decode_test
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
@@ -37,9 +39,9 @@ func zero() float64 { return 0 }
 // seeded; the banned tokens never appear, in beams either; and the bias
 // changes the text, so the test measures something.
 func TestProcessorsEveryStrategy(t *testing.T) {
-	l := stories(t, 1)
+	l := enginetest.Stories(t, 1)
 	const prompt = "Lily and Tom"
-	plain := plainEngine(t, l, 0, 0)
+	plain := enginetest.Plain(t, l, 0, 0)
 	free, err := plain.Complete(context.Background(), sluice.Request{Prompt: prompt})
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +79,9 @@ func TestProcessorsEveryStrategy(t *testing.T) {
 		var e *sluice.Engine
 		switch mode {
 		case "lookup":
-			e = lookupEngine(t, l)
+			e = enginetest.Lookup(t, l)
 		default:
-			e = specEngine(t, mode, 0, 0, 16, 1)
+			e = enginetest.Spec(t, mode, 0, 0, 16, 1)
 		}
 		var calls [][]int32
 		got, err := e.Complete(context.Background(), req(&calls, nil))
@@ -105,12 +107,12 @@ func TestProcessorsEveryStrategy(t *testing.T) {
 	// Seeded sampling: SpecExec's text is plain decoding's, bias included.
 	so := &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: 5}
 	var c1, c2 [][]int32
-	ws, err := plainEngine(t, l, 0.8, 5).Complete(context.Background(), req(&c1, so))
+	ws, err := enginetest.Plain(t, l, 0.8, 5).Complete(context.Background(), req(&c1, so))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("plain seeded", ws)
-	gs, err := specEngine(t, "specexec", 0.8, 5, 16, 1).Complete(context.Background(), req(&c2, so))
+	gs, err := enginetest.Spec(t, "specexec", 0.8, 5, 16, 1).Complete(context.Background(), req(&c2, so))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestProcessorsEveryStrategy(t *testing.T) {
 		t.Errorf("specexec seeded with processors:\n %q\nplain:\n %q", gs.Text, ws.Text)
 	}
 	// Beams: no hypothesis takes a banned token.
-	be := beamEngine(t, l, 4)
+	be := enginetest.Beam(t, l, 4)
 	var bc [][]int32
 	r := req(&bc, nil)
 	r.Beam = &spec.BeamOptions{NumBeams: 3, NumReturn: 3, MaxNewTokens: 12}
