@@ -1,0 +1,118 @@
+package grammar
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// testVocab is a byte-level vocabulary: every single byte, pieces cut from
+// sample text (ASCII, multi-byte UTF-8, pieces ending mid-character), an
+// empty control token and two end-of-generation tokens.
+func testVocab(seed uint64, n int) *Vocab {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var toks [][]byte
+	for b := range 256 {
+		toks = append(toks, []byte{byte(b)})
+	}
+	toks = append(toks, nil) // a control token: never allowed
+	eos := int32(len(toks))
+	toks = append(toks, []byte("</s>"))
+	eot := int32(len(toks))
+	toks = append(toks, nil)
+	text := []byte(`{"name":"Zoë","age":42,"tags":["a","b\n"],"ok":true,"x":null,"v":-1.5e+10,"é😀":"日本語"} [1,2,3] 2024-02-29T12:34:56Z 123e4567-e89b-12d3-a456-426614174000 hello world`)
+	for len(toks) < n {
+		i := r.IntN(len(text))
+		j := min(len(text), i+1+r.IntN(6))
+		toks = append(toks, append([]byte(nil), text[i:j]...))
+	}
+	return NewVocab(toks, []int32{eos, eot})
+}
+
+// checkMask compares Mask with Advance for every token of v in s.
+func checkMask(t *testing.T, m *Matcher, s State) {
+	t.Helper()
+	mask := make([]uint64, (m.v.Len()+63)/64)
+	m.Mask(s, mask)
+	n := 0
+	for tok := range int32(m.v.Len()) {
+		_, ok := m.Advance(s, tok)
+		bit := mask[tok/64]>>(tok%64)&1 == 1
+		if ok != bit {
+			t.Fatalf("token %d %q: Advance ok=%v, mask bit %v", tok, m.v.Bytes(tok), ok, bit)
+		}
+		if ok {
+			n++
+		}
+	}
+	if f, ok := m.Forced(s); ok != (n == 1) || ok && mask[f/64]>>(f%64)&1 == 0 {
+		t.Fatalf("Forced = %d, %v with %d tokens allowed", f, ok, n)
+	}
+	if (mask[m.v.eog[0]/64]>>(m.v.eog[0]%64)&1 == 1) != m.CanEnd(s) {
+		t.Fatalf("EOG bit disagrees with CanEnd %v", m.CanEnd(s))
+	}
+}
+
+// walkRandom follows allowed tokens chosen by r, checking the mask at each
+// state, and returns the bytes written when an end-of-generation token was
+// chosen (ok), or false when the walk ran out of steps.
+func walkRandom(t *testing.T, m *Matcher, r *rand.Rand, steps int, check bool) ([]byte, bool) {
+	t.Helper()
+	s := m.Start()
+	var out []byte
+	mask := make([]uint64, (m.v.Len()+63)/64)
+	var allowed []int32
+	for range steps {
+		if check {
+			checkMask(t, m, s)
+		}
+		m.Mask(s, mask)
+		allowed = allowed[:0]
+		for tok := range int32(m.v.Len()) {
+			if mask[tok/64]>>(tok%64)&1 == 1 {
+				allowed = append(allowed, tok)
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("no token allowed after %q", out)
+		}
+		tok := allowed[r.IntN(len(allowed))]
+		if m.CanEnd(s) && r.IntN(4) == 0 {
+			tok = m.v.eog[0]
+		}
+		ns, ok := m.Advance(s, tok)
+		if !ok {
+			t.Fatalf("allowed token %d %q refused after %q", tok, m.v.Bytes(tok), out)
+		}
+		if ns.Ended() {
+			return out, true
+		}
+		out = append(out, m.v.Bytes(tok)...)
+		s = ns
+	}
+	return out, false
+}
+
+func TestMaskAgreesWithAdvance(t *testing.T) {
+	grammars := []string{
+		`root ::= "ab"`,
+		`root ::= [a-z]+ ("," [a-z]+)*`,
+		`root ::= . . .`,
+		`root ::= [é-ê😀-😎]+ "x"?`,
+		`root ::= "{" ( "\"" [^"\\]* "\"" ":" [0-9]{1,3} )? "}"`,
+		"root ::= obj\nobj ::= \"{\" (kv (\",\" kv)*)? \"}\"\nkv ::= \"\\\"\" [a-z]+ \"\\\":\" (obj | [0-9]+ | \"true\")",
+		`root ::= [^\x00-\x7F]{2,5}`,
+		`root ::= ("hello" | "hel" | "help") " " ("world" | "")`,
+	}
+	v := testVocab(1, 700)
+	for gi, src := range grammars {
+		g, err := ParseGBNF(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		m := NewMatcher(g, v)
+		r := rand.New(rand.NewPCG(uint64(gi), 2))
+		for range 5 {
+			walkRandom(t, m, r, 30, true)
+		}
+	}
+}
