@@ -1,0 +1,160 @@
+package grammar
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func mustSchema(t *testing.T, s string) *Grammar {
+	t.Helper()
+	g, err := FromJSONSchema([]byte(s))
+	if err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return g
+}
+
+// TestSchemaKeywords checks each keyword on texts that must and must not
+// be in the compiled language.
+func TestSchemaKeywords(t *testing.T) {
+	cases := []struct {
+		name, schema string
+		yes, no      []string
+	}{
+		{"true", `true`, []string{`1`, `"a"`, `{"a":[1,{}]}`, `null`, `-0.5e+10`}, []string{``, ` 1`, `{"a" :1}`, `[1,]`, `tru`}},
+		{"type string", `{"type":"string"}`, []string{`""`, `"a\"b"`, `"\u00e9é\n"`, `"😀"`}, []string{`1`, `"a`, "\"\x01\"", `"\x"`, `"\ud800"`}},
+		{"type array of types", `{"type":["integer","null"]}`, []string{`1`, `-12`, `null`, `0`}, []string{`1.5`, `"1"`, `01`, `true`}},
+		{"number syntax", `{"type":"number"}`, []string{`0`, `-0`, `1.25`, `1e5`, `-1.5E-300`, `12345678901234567890.5`[4:]}, []string{`01`, `1.`, `.5`, `+1`, `1e`, `1e1234`, `12345678901234567`}},
+		{"boolean", `{"type":"boolean"}`, []string{`true`, `false`}, []string{`1`, `null`}},
+		{"const", `{"const":{"a":[1,"x"]}}`, []string{`{"a":[1,"x"]}`}, []string{`{"a":[1]}`, `{ "a":[1,"x"]}`}},
+		{"enum", `{"enum":["red","green",3,null]}`, []string{`"red"`, `"green"`, `3`, `null`}, []string{`"blue"`, `4`}},
+		{"enum filtered by type", `{"type":"string","enum":["a",1]}`, []string{`"a"`}, []string{`1`}},
+		{"minLength maxLength", `{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`, `"\u0041b"`}, []string{`"a"`, `"abcd"`}},
+		{"pattern anchored", `{"type":"string","pattern":"^[a-z]+-\\d{2}$"}`, []string{`"ab-12"`}, []string{`"ab-1"`, `"Ab-12"`, `"ab-123"`}},
+		{"pattern unanchored", `{"type":"string","pattern":"x\\.y"}`, []string{`"x.y"`, `"aax.ybb"`}, []string{`"xzy"`}},
+		{"pattern quote escape", `{"type":"string","pattern":"^[\"\\\\]a$"}`, []string{`"\"a"`, `"\\a"`}, []string{`"a"`}},
+		{"pattern groups", `{"type":"string","pattern":"^(ab|cd)+(?:x)?$"}`, []string{`"ab"`, `"abcdx"`}, []string{`"a"`, `"abx x"`}},
+		{"format date", `{"type":"string","format":"date"}`, []string{`"2024-02-29"`, `"2023-12-31"`, `"2000-02-29"`}, []string{`"2023-02-29"`, `"1900-02-29"`, `"2023-04-31"`, `"2023-13-01"`}},
+		{"format time", `{"type":"string","format":"time"}`, []string{`"23:59:59Z"`, `"00:00:00.123+05:30"`}, []string{`"24:00:00Z"`, `"12:00:00"`}},
+		{"format date-time", `{"type":"string","format":"date-time"}`, []string{`"2024-01-02T03:04:05Z"`}, []string{`"2024-01-02 03:04:05Z"`}},
+		{"format uuid", `{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123e4567e89b12d3a456426614174000"`}},
+		{"integer range", `{"type":"integer","minimum":-15,"maximum":120}`, []string{`-15`, `-1`, `0`, `9`, `10`, `99`, `100`, `120`}, []string{`-16`, `-0`, `121`, `200`, `1000`, `007`}},
+		{"integer exclusive", `{"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":10}`, []string{`1`, `9`}, []string{`0`, `10`}},
+		{"integer draft4 exclusive", `{"type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":3}`, []string{`1`, `3`}, []string{`0`, `4`}},
+		{"integer fractional bounds", `{"type":"integer","minimum":1.5,"maximum":3.5}`, []string{`2`, `3`}, []string{`1`, `4`}},
+		{"integer minimum only", `{"type":"integer","minimum":1000}`, []string{`1000`, `99999`, `1234567890123456`}, []string{`999`, `-1`, `0`, `12345678901234567`}},
+		{"number range", `{"type":"number","minimum":-2,"maximum":3}`, []string{`-2`, `-1.5`, `0`, `0.25`, `2.999`, `3`, `3.000`, `-2.0`}, []string{`-2.5`, `3.01`, `4`, `1e1`, `-0`}},
+		{"number exclusive", `{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1}`, []string{`0.5`, `0.001`, `0.999`}, []string{`0`, `0.0`, `1`, `1.0`, `-0.5`}},
+		{"number negative range", `{"type":"number","maximum":-1}`, []string{`-1`, `-1.0`, `-1.5`, `-100`}, []string{`-0.5`, `0`, `-1.000001`[:0] + `5`}},
+		{"object fixed order", `{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}},"required":["a","b"],"additionalProperties":false}`, []string{`{"b":1,"a":"x"}`}, []string{`{"a":"x","b":1}`, `{"b":1}`, `{"b":1,"a":"x","c":1}`}},
+		{"object optional", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},"required":["b"],"additionalProperties":false}`, []string{`{"b":1}`, `{"a":1,"b":2}`, `{"b":2,"c":3}`, `{"a":1,"b":2,"c":3}`}, []string{`{}`, `{"a":1}`, `{"a":1,"c":3}`, `{,"b":1}`}},
+		{"object additional default", `{"type":"object","properties":{"a":{"type":"integer"}}}`, []string{`{}`, `{"a":1}`, `{"a":1,"z":[true]}`, `{"zz":null}`, `{"ab":1}`, `{"":1}`}, []string{`{"a":"x"}`, `{"a":1,"a":2}`}},
+		{"additionalProperties schema", `{"type":"object","additionalProperties":{"type":"integer"}}`, []string{`{}`, `{"x":1,"y":2}`}, []string{`{"x":"1"}`}},
+		{"required not declared", `{"type":"object","required":["id"],"additionalProperties":{"type":"integer"}}`, []string{`{"id":5}`, `{"id":5,"n":1}`}, []string{`{}`, `{"n":1}`}},
+		{"array items bounds", `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3}`, []string{`[1]`, `[1,2,3]`}, []string{`[]`, `[1,2,3,4]`, `["a"]`, `[1,]`}},
+		{"array default", `{"type":"array"}`, []string{`[]`, `[1,"a",{}]`}, []string{`[`, `[,]`}},
+		{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}`, []string{`[]`, `["a"]`, `["a",1]`}, []string{`[1]`, `["a",1,2]`}},
+		{"prefixItems with rest", `{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"},"minItems":2}`, []string{`["a",1]`, `["a",1,2]`}, []string{`["a"]`, `["a","b"]`}},
+		{"draft4 tuple items", `{"type":"array","items":[{"type":"string"},{"type":"boolean"}],"additionalItems":false}`, []string{`["a",true]`, `["a"]`}, []string{`["a",true,1]`}},
+		{"anyOf", `{"anyOf":[{"type":"string","maxLength":1},{"type":"integer","minimum":5}]}`, []string{`"a"`, `5`, `99`}, []string{`"ab"`, `4`}},
+		{"anyOf with siblings", `{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false,"anyOf":[{"required":["a"]},{"properties":{"a":{"minimum":10}}}]}`, []string{`{"a":1}`, `{}`, `{"a":12}`}, []string{`{"b":1}`}},
+		{"oneOf types", `{"oneOf":[{"type":"string"},{"type":"null"}]}`, []string{`"x"`, `null`}, []string{`1`}},
+		{"oneOf discriminated", `{"oneOf":[{"type":"object","properties":{"k":{"const":"a"},"x":{"type":"integer"}},"required":["k","x"],"additionalProperties":false},{"type":"object","properties":{"k":{"const":"b"},"y":{"type":"string"}},"required":["k","y"],"additionalProperties":false}]}`, []string{`{"k":"a","x":1}`, `{"k":"b","y":"s"}`}, []string{`{"k":"a","y":"s"}`}},
+		{"allOf merge", `{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}]}`, []string{`{"a":1,"b":"x"}`}, []string{`{"a":1}`, `{"b":"x"}`}},
+		{"allOf numeric", `{"allOf":[{"type":"integer","minimum":0},{"maximum":5},{"minimum":2}]}`, []string{`2`, `5`}, []string{`1`, `6`}},
+		{"ref defs", `{"$defs":{"pos":{"type":"integer","minimum":1}},"type":"array","items":{"$ref":"#/$defs/pos"}}`, []string{`[1,2]`}, []string{`[0]`}},
+		{"ref definitions", `{"definitions":{"s":{"type":"string"}},"$ref":"#/definitions/s"}`, []string{`"a"`}, []string{`1`}},
+		{"ref recursion", `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"}`, []string{`{"v":1}`, `{"v":1,"kids":[{"v":2,"kids":[]},{"v":3}]}`}, []string{`{"v":1,"kids":[{}]}`}},
+		{"ref root recursion", `{"type":["array","integer"],"items":{"$ref":"#"}}`, []string{`1`, `[[1,[2]],3]`}, []string{`["a"]`}},
+		{"ref with siblings", `{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":2}`, []string{`"ab"`}, []string{`"abc"`}},
+		{"boolean subschemas", `{"type":"object","properties":{"a":true,"b":false}}`, []string{`{"a":1}`, `{}`}, []string{`{"b":1}`}},
+		{"no type", `{"minimum":5,"maxLength":1}`, []string{`5`, `"a"`, `null`, `[]`}, []string{`4`, `"ab"`}},
+		{"annotations ignored", `{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"t","description":"d","examples":[1],"default":1,"$comment":"c","type":"integer"}`, []string{`1`}, []string{`"1"`}},
+		{"uniqueItems false", `{"type":"array","uniqueItems":false,"maxItems":1}`, []string{`[]`, `[1]`}, []string{`[1,1]`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := mustSchema(t, c.schema)
+			for _, s := range c.yes {
+				if !accepts(g, s) {
+					t.Errorf("%s rejected", s)
+				}
+			}
+			for _, s := range c.no {
+				if accepts(g, s) {
+					t.Errorf("%s accepted", s)
+				}
+			}
+			if t.Failed() {
+				t.Log(g.String())
+			}
+		})
+	}
+}
+
+// TestSchemaRefused checks that every keyword the compiler cannot enforce
+// is an error naming it and where it is.
+func TestSchemaRefused(t *testing.T) {
+	cases := []struct{ schema, want string }{
+		{`{"not":{"type":"string"}}`, `schema #: keyword "not"`},
+		{`{"type":"object","properties":{"a":{"if":{},"then":{}}}}`, `schema #/properties/a: keyword "if"`},
+		{`{"type":"array","contains":{"type":"integer"}}`, `keyword "contains"`},
+		{`{"type":"object","patternProperties":{"^x":{}}}`, `keyword "patternProperties"`},
+		{`{"type":"object","propertyNames":{"maxLength":2}}`, `keyword "propertyNames"`},
+		{`{"type":"object","dependencies":{"a":["b"]}}`, `keyword "dependencies"`},
+		{`{"type":"object","dependentRequired":{"a":["b"]}}`, `keyword "dependentRequired"`},
+		{`{"type":"object","unevaluatedProperties":false}`, `keyword "unevaluatedProperties"`},
+		{`{"type":"array","uniqueItems":true}`, `keyword "uniqueItems"`},
+		{`{"type":"number","multipleOf":0.5}`, `keyword "multipleOf"`},
+		{`{"type":"number","minimum":0.5}`, `keyword "minimum": a non-integer bound`},
+		{`{"type":"string","format":"email"}`, `keyword "format": "email" is not supported`},
+		{`{"type":"string","pattern":"^(?=a)"}`, `keyword "pattern": offset 1: lookaround`},
+		{`{"type":"string","pattern":"(a)\\1"}`, `backreference`},
+		{`{"type":"string","pattern":"\\bx"}`, `word boundary`},
+		{`{"type":"string","pattern":"\\p{L}"}`, `Unicode property`},
+		{`{"type":"string","pattern":"a^b"}`, `anchor`},
+		{`{"type":"string","pattern":"^a","maxLength":3}`, `keyword "maxLength": not supported together with pattern`},
+		{`{"$ref":"http://example.com/s.json"}`, `keyword "$ref": "http://example.com/s.json": only references inside the schema`},
+		{`{"$ref":"#/$defs/missing"}`, `no "$defs" in the schema`},
+		{`{"$ref":"#foo"}`, `anchors are not supported`},
+		{`{"oneOf":[{"type":"integer"},{"minimum":2}]}`, `keyword "oneOf": branches 0 and 1 may both match`},
+		{`{"allOf":[{"type":"string","pattern":"a"},{"pattern":"b"}]}`, `keyword "pattern": cannot merge`},
+		{`{"allOf":[{"anyOf":[{"type":"string"}]},{"anyOf":[{"type":"integer"}]}]}`, `keyword "anyOf": cannot be merged`},
+		{`{"type":"object","minProperties":2}`, `keyword "minProperties"`},
+		{`{"type":"object","maxProperties":2}`, `keyword "maxProperties"`},
+		{`{"type":"strin"}`, `unknown type "strin"`},
+		{`{"enum":[]}`, `keyword "enum": empty`},
+		{`{"fooBar":1}`, `keyword "fooBar": not supported`},
+		{`{"type":"integer","exclusiveMinimum":true}`, `keyword "exclusiveMinimum": true without minimum`},
+		{`{"type":"integer","minimum":5,"maximum":4}`, `no JSON value satisfies the schema`},
+		{`{"type":"object","properties":{"a":false},"required":["a"]}`, `no JSON value satisfies the schema`},
+		{`false`, `no JSON value satisfies the schema`},
+		{`{"type":"array","minItems":3,"maxItems":2}`, `no JSON value satisfies`},
+		{`{"type":`, `invalid JSON`},
+		{`{"a":1,"a":2}`, `duplicate key "a"`},
+		{`[1]`, `expected a schema`},
+	}
+	for _, c := range cases {
+		_, err := FromJSONSchema([]byte(c.schema))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.schema, err, c.want)
+		}
+	}
+	_, err := FromJSONSchema([]byte(`{"enum":[]}`))
+	if !errors.Is(err, ErrEmpty) {
+		t.Errorf("empty enum: %v does not wrap ErrEmpty", err)
+	}
+	var se *SchemaError
+	if _, err := FromJSONSchema([]byte(`{"properties":{"x/y":{"not":{}}}}`)); !errors.As(err, &se) || se.Pointer != "#/properties/x~1y" || se.Keyword != "not" {
+		t.Errorf("pointer escaping: %v", err)
+	}
+}
+
+func TestSchemaCache(t *testing.T) {
+	a := mustSchema(t, `{"type": "object", "properties": {"cache-test": {"type": "integer"}}}`)
+	b := mustSchema(t, `{"type":"object","properties":{"cache-test":{"type":"integer"}}}`)
+	if a != b {
+		t.Error("the same schema (up to whitespace) compiled twice")
+	}
+}
