@@ -14,6 +14,8 @@ import (
 // \uHHHH, \ before punctuation), classes [...] with ranges and negation,
 // \d \D \w \W \s \S, '.', groups ( ), (?: ), (?<name> ), alternation,
 // quantifiers * + ? {n} {n,} {n,m} (lazy forms match the same strings),
+// where \s is the ASCII spaces RE2 and ECMA-262 agree on and \S excludes
+// ECMA-262's Unicode spaces as well (at least as strict as either engine),
 // and the anchors ^ at the start and $ at the end. A pattern without ^ may
 // be preceded by any text, one without $ followed by any (a pattern
 // matches anywhere in the string). Refused by name: backreferences,
@@ -149,6 +151,9 @@ func (r *reParser) quant() (string, error) {
 var (
 	digitRanges = []rng{{'0', '9'}}
 	wordRanges  = []rng{{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}
+	// \s is the spaces every regex engine agrees on (RE2's set), \S
+	// excludes ECMA-262's wider set: both are at least as strict as either.
+	asciiSpace  = []rng{{'\t', '\n'}, {'\f', '\r'}, {' ', ' '}}
 	spaceRanges = []rng{{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}}
 	dotRanges   = []rng{{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}} // negated
 )
@@ -234,7 +239,7 @@ func (r *reParser) escape(inClass bool) ([]rng, bool, error) {
 	case 'W':
 		return wordRanges, true, nil
 	case 's':
-		return spaceRanges, false, nil
+		return asciiSpace, false, nil
 	case 'S':
 		return spaceRanges, true, nil
 	case 't':
