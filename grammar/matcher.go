@@ -75,8 +75,9 @@ func (a *arena) reset() {
 
 // set is the stacks reached after some input, without duplicates.
 type set struct {
-	st  []*node
-	acc bool // some stack completed the root rule: the input may end here
+	st   []*node
+	acc  bool // some stack completed the root rule: the input may end here
+	sent bool // some stack popped into the unknown context below a frame window
 }
 
 func (s *set) add(n *node) {
@@ -90,8 +91,16 @@ func (s *set) add(n *node) {
 
 func (s *set) clear() {
 	s.st = s.st[:0]
-	s.acc = false
+	s.acc, s.sent = false, false
 }
+
+// alive reports whether the set can still be a prefix of the language
+// (with sent: as far as the window shows).
+func (s *set) alive() bool { return len(s.st) > 0 || s.acc || s.sent }
+
+// sentinel stands for the frames below a window of a stack's top frames:
+// popping into it means the rest depends on the context (see frameEntry).
+var sentinel = &node{pos: -1, hash: 0x5E47F1E1D}
 
 // State is where a matcher stands after some output: the set of parse
 // stacks that are still alive. It is a small immutable value: copying it
@@ -160,6 +169,10 @@ func (g *Grammar) expand(p int32, up *node, out *set, a *arena) {
 		case elEnd:
 			if up == nil {
 				out.acc = true
+				return
+			}
+			if up == sentinel {
+				out.sent = true
 				return
 			}
 			p, up = up.pos, up.up
@@ -299,7 +312,9 @@ type Matcher struct {
 	mu       sync.RWMutex
 	cache    map[uint64][]*maskEntry
 	cached   int // entries
-	maxCache int
+	frames   map[uint64][]*frameEntry
+	nframes  int
+	maxCache int // entries of each map
 
 	scratch sync.Pool // *walker
 }
@@ -317,7 +332,7 @@ const maxCacheBytes = 64 << 20
 // NewMatcher prepares g for vocabulary v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
 	words := (v.Len() + 63) / 64
-	return &Matcher{g: g, v: v, cache: map[uint64][]*maskEntry{}, maxCache: max(64, maxCacheBytes/(8*max(words, 1)))}
+	return &Matcher{g: g, v: v, cache: map[uint64][]*maskEntry{}, frames: map[uint64][]*frameEntry{}, maxCache: max(64, maxCacheBytes/(16*max(words, 1)))}
 }
 
 // Grammar returns the matcher's grammar.
@@ -398,10 +413,15 @@ func (m *Matcher) entry(s State) *maskEntry {
 	return e
 }
 
-// walker is the scratch of one mask walk.
+// walker is the scratch of one mask computation.
 type walker struct {
 	a      arena
-	levels []set
+	levels []*canon
+	unc    []bool // unc[d]: the prefix of d bytes passed through the context
+	trans  map[transKey]*canon
+	intern map[uint64][]*canon
+	one    [1]*node
+	x, y   set
 }
 
 func (m *Matcher) compute(s State) *maskEntry {
@@ -412,7 +432,17 @@ func (m *Matcher) compute(s State) *maskEntry {
 		if w == nil {
 			w = &walker{}
 		}
-		m.walk(s, mask, w)
+		for _, st := range s.st {
+			fe := m.frameEntry(st, w)
+			for i, x := range fe.acc {
+				mask[i] |= x
+			}
+			for _, t := range fe.unc {
+				if mask[t/64]>>(t%64)&1 == 0 && m.checkStack(st, m.v.tok[t], w) {
+					mask[t/64] |= 1 << (t % 64)
+				}
+			}
+		}
 		w.a.reset()
 		m.scratch.Put(w)
 		if s.acc {
@@ -434,39 +464,202 @@ func (m *Matcher) compute(s State) *maskEntry {
 	return &maskEntry{s: s, mask: mask, forced: forced}
 }
 
-// walk sets the bit of every non-empty, non-EOG token whose bytes s can
-// consume. Tokens are visited in byte order, so a token shares the states
-// of its common prefix with the one before (a trie walked depth first), and
-// when a prefix dies every token that starts with it is skipped.
-func (m *Matcher) walk(s State, mask []uint64, w *walker) {
+// checkStack reports whether stack n can consume b: the exact test for a
+// token whose fate depends on the frames below the window.
+func (m *Matcher) checkStack(n *node, b []byte, w *walker) bool {
+	w.one[0] = n
+	cur := w.one[:]
+	x, y := &w.x, &w.y
+	for _, c := range b {
+		m.g.step(cur, c, x, &w.a)
+		if len(x.st) == 0 && !x.acc {
+			return false
+		}
+		x, y = y, x
+		cur = y.st
+	}
+	return true
+}
+
+// frameWindow is how many top frames of a stack a frame entry sees. Three
+// frames hold a JSON string's body (the character, the repetition, the
+// string rule), so the entry for "inside a string" is one entry whatever
+// the string belongs to.
+const frameWindow = 3
+
+// frameEntry is the context-independent part of a stack's mask (xgrammar's
+// adaptive token mask cache, computed lazily): the tokens the stack's top
+// frames accept whatever lies below them (acc), and the tokens that would
+// pop below the window before their last byte, which only the whole stack
+// can decide (unc, checked one by one). Every other token is rejected by
+// the window alone.
+type frameEntry struct {
+	key    [frameWindow]uint64
+	n      int
+	bottom bool // the stack ends within the window
+	acc    []uint64
+	unc    []int32
+}
+
+func windowOf(n *node) (key [frameWindow]uint64, cnt int, bottom bool, h uint64) {
+	h = 0x3A7
+	for n != nil && cnt < frameWindow {
+		key[cnt] = uint64(uint32(n.pos))<<32 | uint64(n.part)
+		h = mix(h, key[cnt])
+		cnt++
+		n = n.up
+	}
+	bottom = n == nil
+	if bottom {
+		h = mix(h, 1)
+	}
+	return key, cnt, bottom, h
+}
+
+func (m *Matcher) frameEntry(n *node, w *walker) *frameEntry {
+	key, cnt, bottom, h := windowOf(n)
+	m.mu.RLock()
+	for _, e := range m.frames[h] {
+		if e.key == key && e.n == cnt && e.bottom == bottom {
+			m.mu.RUnlock()
+			return e
+		}
+	}
+	m.mu.RUnlock()
+	e := &frameEntry{key: key, n: cnt, bottom: bottom, acc: make([]uint64, (m.v.Len()+63)/64)}
+	// The window as a stack of its own, the sentinel below it.
+	up := sentinel
+	if bottom {
+		up = nil
+	}
+	for i := cnt - 1; i >= 0; i-- {
+		up = w.a.node(int32(key[i]>>32), uint32(key[i]), up)
+	}
+	m.walkWindow(up, e, w)
+	m.mu.Lock()
+	if m.nframes >= m.maxCache {
+		m.frames = map[uint64][]*frameEntry{}
+		m.nframes = 0
+	}
+	m.frames[h] = append(m.frames[h], e)
+	m.nframes++
+	m.mu.Unlock()
+	return e
+}
+
+// walkWindow classifies every non-empty, non-EOG token for the window
+// stack top. Tokens are visited in byte order, so a token shares the states
+// of its common prefix with the one before (a trie walked depth first
+// without building it); when a prefix dies, every token that starts with it
+// shares its fate and is skipped.
+func (m *Matcher) walkWindow(top *node, e *frameEntry, w *walker) {
 	v := m.v
 	if len(w.levels) < v.maxLen+1 {
-		w.levels = make([]set, v.maxLen+1)
+		w.levels = make([]*canon, v.maxLen+1)
+		w.unc = make([]bool, v.maxLen+1)
 	}
-	lv := w.levels
-	lv[0].st = append(lv[0].st[:0], s.st...)
+	if w.trans == nil {
+		w.trans = map[transKey]*canon{}
+		w.intern = map[uint64][]*canon{}
+	}
+	clear(w.trans)
+	clear(w.intern)
+	lv, unc := w.levels, w.unc
+	w.x.clear()
+	w.x.st = append(w.x.st, top)
+	lv[0] = w.canonical(&w.x)
+	unc[0] = false
 	valid := 0 // lv[0..valid] hold the states of the previous token's prefix
 	ids, lcp := v.sorted, v.lcp
 	for i := 0; i < len(ids); {
 		t := v.tok[ids[i]]
 		d := min(int(lcp[i]), valid)
+		died := false
 		for d < len(t) {
-			m.g.step(lv[d].st, t[d], &lv[d+1], &w.a)
-			if len(lv[d+1].st) == 0 && !lv[d+1].acc {
+			lv[d+1] = m.next(lv[d], t[d], w)
+			unc[d+1] = unc[d] || lv[d].sent
+			if !lv[d+1].alive() {
+				died = true
 				break
 			}
 			d++
 		}
-		if d == len(t) {
+		valid = d
+		if !died {
 			id := ids[i]
-			mask[id/64] |= 1 << (id % 64)
-			valid = d
+			e.acc[id/64] |= 1 << (id % 64)
 			i++
 			continue
 		}
-		// t[:d+1] leads nowhere: skip every token that begins with it.
-		valid = d
-		for i++; i < len(ids) && int(lcp[i]) > d; i++ {
+		// t[:d+1] dies in the window: every token that begins with it is
+		// rejected, or undecided when the prefix reached below the window.
+		next := int(v.skip[int(v.skipAt[i])+d])
+		if unc[d+1] {
+			e.unc = append(e.unc, ids[i:next]...)
+		}
+		i = next
+	}
+}
+
+// canon is an interned set of stacks: within one window walk, equal sets
+// are one canon, so a transition computed once is a map lookup after (the
+// body of a string returns to the same set after every ordinary
+// character).
+type canon struct {
+	set
+	h uint64
+}
+
+type transKey struct {
+	from *canon
+	b    byte
+}
+
+func (w *walker) canonical(s *set) *canon {
+	h := uint64(len(s.st))
+	for _, n := range s.st {
+		h += mix(n.hash, 0x7F4A7C15) // order-independent
+	}
+	if s.acc {
+		h ^= 0xACC
+	}
+	if s.sent {
+		h ^= 0x5E47 << 16
+	}
+	for _, c := range w.intern[h] {
+		if c.acc == s.acc && c.sent == s.sent && sameSet(c.st, s.st) {
+			return c
 		}
 	}
+	c := &canon{set: set{st: slices.Clone(s.st), acc: s.acc, sent: s.sent}, h: h}
+	w.intern[h] = append(w.intern[h], c)
+	return c
+}
+
+func sameSet(a, b []*node) bool {
+	if len(a) != len(b) {
+		return false
+	}
+outer:
+	for _, x := range a {
+		for _, y := range b {
+			if x.hash == y.hash && same(x, y) {
+				continue outer
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// next is the set after byte b from c, memoized.
+func (m *Matcher) next(c *canon, b byte, w *walker) *canon {
+	k := transKey{c, b}
+	if r, ok := w.trans[k]; ok {
+		return r
+	}
+	m.g.step(c.st, b, &w.x, &w.a)
+	r := w.canonical(&w.x)
+	w.trans[k] = r
+	return r
 }

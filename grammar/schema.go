@@ -93,16 +93,9 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 	if ok {
 		return g, nil
 	}
-	src, err := schemaGBNF(v)
+	g, err = compileSchema(v)
 	if err != nil {
 		return nil, err
-	}
-	g, err = ParseGBNF(src)
-	if err != nil {
-		if errors.Is(err, ErrEmpty) {
-			return nil, &SchemaError{Pointer: "#", Msg: "no JSON value satisfies the schema", Err: ErrEmpty}
-		}
-		return nil, fmt.Errorf("schema: internal error, generated grammar invalid: %w", err)
 	}
 	schemaCache.Lock()
 	if len(schemaCache.m) >= maxSchemaCache {
@@ -110,6 +103,21 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 	}
 	schemaCache.m[key] = g
 	schemaCache.Unlock()
+	return g, nil
+}
+
+func compileSchema(v any) (*Grammar, error) {
+	src, err := schemaGBNF(v)
+	if err != nil {
+		return nil, err
+	}
+	g, err := ParseGBNF(src)
+	if err != nil {
+		if errors.Is(err, ErrEmpty) {
+			return nil, &SchemaError{Pointer: "#", Msg: "no JSON value satisfies the schema", Err: ErrEmpty}
+		}
+		return nil, fmt.Errorf("schema: internal error, generated grammar invalid: %w", err)
+	}
 	return g, nil
 }
 

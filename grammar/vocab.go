@@ -16,6 +16,11 @@ type Vocab struct {
 	isEOG  []bool
 	sorted []int32 // ids of the non-empty, non-EOG tokens in byte order
 	lcp    []int32 // lcp[i]: bytes sorted[i] shares with sorted[i-1]
+	// skip[skipAt[i]+d] is the first j > i whose token does not share the
+	// first d+1 bytes of token sorted[i]: where a walk resumes when that
+	// prefix dies, without visiting the tokens in between.
+	skip   []int32
+	skipAt []int32
 	maxLen int
 }
 
@@ -54,6 +59,20 @@ func NewVocab(tokens [][]byte, eog []int32) *Vocab {
 			n++
 		}
 		v.lcp[i] = int32(n)
+	}
+	v.skipAt = make([]int32, len(v.sorted)+1)
+	for i, id := range v.sorted {
+		v.skipAt[i+1] = v.skipAt[i] + int32(len(v.tok[id]))
+	}
+	v.skip = make([]int32, v.skipAt[len(v.sorted)])
+	for i := len(v.sorted) - 1; i >= 0; i-- {
+		for d := range len(v.tok[v.sorted[i]]) {
+			j := int32(i + 1)
+			if i+1 < len(v.sorted) && int(v.lcp[i+1]) > d {
+				j = v.skip[v.skipAt[i+1]+int32(d)]
+			}
+			v.skip[v.skipAt[i]+int32(d)] = j
+		}
 	}
 	return v
 }
