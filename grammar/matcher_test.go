@@ -116,3 +116,31 @@ func TestMaskAgreesWithAdvance(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskAgreesOnSchemas checks Mask against Advance for every token at
+// the states of random walks under the property-test schemas, whose
+// stacks run deeper than the frame window.
+func TestMaskAgreesOnSchemas(t *testing.T) {
+	v := testVocab(3, 500)
+	for i, src := range propertySchemas {
+		g := mustSchema(t, src)
+		m := NewMatcher(g, v)
+		r := rand.New(rand.NewPCG(uint64(i), 9))
+		for range 2 {
+			walkRandom(t, m, r, 40, true)
+		}
+	}
+}
+
+// TestMaskAgreesLlama checks Mask against Advance on the llama2 vocabulary
+// (SentencePiece pieces with a leading space, byte-fallback pieces).
+func TestMaskAgreesLlama(t *testing.T) {
+	v := llamaVocab(t)
+	g := mustSchema(t, benchSchema)
+	m := NewMatcher(g, v)
+	for i, s := range walkStates(t, NewMatcher(g, v), 5) {
+		if i%25 == 0 {
+			checkMask(t, m, s)
+		}
+	}
+}
