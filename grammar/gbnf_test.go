@@ -130,3 +130,22 @@ func TestUTF8Prefixes(t *testing.T) {
 		t.Error("U+D7FF or U+10FFFF rejected by '.'")
 	}
 }
+
+func TestCheck(t *testing.T) {
+	g := mustSchema(t, `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}`)
+	if err := g.Check([]byte(`{"a":12}`)); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ text, want string }{
+		{`{"a":x}`, `byte 5: found 'x', expected one of '-', '0'..'9'`},
+		{`{"a":1`, `byte 6: found end of input, expected one of '0'..'9', '}'`},
+		{`{"a":1}x`, `byte 7: found 'x', expected end of input`},
+		{`{"b"`, `byte 2: found 'b', expected 'a'`},
+	}
+	for _, c := range cases {
+		err := g.Check([]byte(c.text))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.text, err, c.want)
+		}
+	}
+}
