@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -163,7 +164,7 @@ func jsonKind(v any) string {
 	case bool:
 		return "boolean"
 	case json.Number:
-		if _, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+		if r, ok := new(big.Rat).SetString(x.String()); ok && r.IsInt() {
 			return "integer"
 		}
 		return "number"
@@ -175,4 +176,62 @@ func jsonKind(v any) string {
 		return "object"
 	}
 	return ""
+}
+
+// constExpr is a grammar of the compact JSON texts equal to v under JSON
+// Schema's equality: object keys in v's order, and a number in any
+// decimal spelling of its value (1, 1.0, 1.00; 2.5, 2.50), without an
+// exponent.
+func constExpr(v any) string {
+	switch x := v.(type) {
+	case json.Number:
+		return numberSpellings(x)
+	case []any:
+		parts := []string{`"["`}
+		for i, e := range x {
+			if i > 0 {
+				parts = append(parts, `","`)
+			}
+			parts = append(parts, constExpr(e))
+		}
+		return strings.Join(append(parts, `"]"`), " ")
+	case *obj:
+		parts := []string{`"{"`}
+		for i, k := range x.keys {
+			var sb strings.Builder
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			writeJSONString(&sb, k)
+			sb.WriteByte(':')
+			parts = append(parts, lit(sb.String()), constExpr(x.vals[k]))
+		}
+		return strings.Join(append(parts, `"}"`), " ")
+	}
+	return lit(compactString(v))
+}
+
+func numberSpellings(n json.Number) string {
+	r, ok := new(big.Rat).SetString(n.String())
+	if !ok {
+		return lit(n.String())
+	}
+	sign := ""
+	switch r.Sign() {
+	case 0:
+		return `"-"? "0" ( "." "0"{1,16} )?`
+	case -1:
+		sign = `"-" `
+		r.Neg(r)
+	}
+	if r.IsInt() {
+		return "( " + sign + lit(r.Num().String()) + ` ( "." "0"{1,16} )? )`
+	}
+	for prec := 1; prec <= 40; prec++ {
+		f := r.FloatString(prec)
+		if back, ok := new(big.Rat).SetString(f); ok && back.Cmp(r) == 0 {
+			return "( " + sign + lit(f) + ` "0"{0,16} )`
+		}
+	}
+	return lit(n.String())
 }

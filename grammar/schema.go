@@ -132,6 +132,9 @@ func SchemaToGBNF(schema []byte) (string, error) {
 
 type compiler struct {
 	root  any
+	// legacyRef: the schema declares draft 4, 6 or 7, where keywords beside
+	// $ref are ignored.
+	legacyRef bool
 	rules []string          // "name ::= body" lines
 	refs  map[string]string // JSON pointer -> rule name
 	prims map[string]bool
@@ -145,7 +148,14 @@ type compiler struct {
 const never = `[^\x00-\U0010FFFF]`
 
 func schemaGBNF(v any) (string, error) {
-	c := &compiler{root: v, refs: map[string]string{}, prims: map[string]bool{}}
+	c := newCompiler(v)
+	if o, ok := v.(*obj); ok {
+		if d, ok := o.get("$schema"); ok {
+			if err := knownMetaschema(d); err != nil {
+				return "", err
+			}
+		}
+	}
 	e, err := c.gen(v, "#")
 	if err != nil {
 		return "", err
@@ -156,6 +166,35 @@ func schemaGBNF(v any) (string, error) {
 		sb.WriteString(r + "\n")
 	}
 	return sb.String(), nil
+}
+
+// knownMetaschema accepts the $schema URIs of the drafts whose keywords the
+// compiler knows; under another metaschema a keyword could mean anything.
+func knownMetaschema(d any) error {
+	ds, _ := d.(string)
+	u := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(ds, "https://"), "http://"), "#")
+	switch u {
+	case "json-schema.org/draft-03/schema", "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema",
+		"json-schema.org/draft-07/schema", "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema",
+		"json-schema.org/schema":
+		return nil
+	}
+	return refuse("#", "$schema", "unknown metaschema %q: its keywords' meaning cannot be known (draft 4 to 2020-12 are)", ds)
+}
+
+func newCompiler(v any) *compiler {
+	c := &compiler{root: v, refs: map[string]string{}, prims: map[string]bool{}}
+	if o, ok := v.(*obj); ok {
+		if d, ok := o.get("$schema"); ok {
+			ds, _ := d.(string)
+			for _, old := range []string{"draft-03", "draft-04", "draft-06", "draft-07"} {
+				if strings.Contains(ds, old) {
+					c.legacyRef = true
+				}
+			}
+		}
+	}
+	return c
 }
 
 func (c *compiler) rule(prefix, body string) string {
@@ -304,7 +343,7 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 			return "", refuse(ptr, "$ref", "expected a string")
 		}
 		rest := without(o, "$ref")
-		if !hasAssertions(rest) {
+		if !hasAssertions(rest) || c.legacyRef {
 			target, tptr, err := c.resolve(rs, ptr)
 			if err != nil {
 				return "", err
@@ -392,7 +431,7 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 			s := compactString(v)
 			if !seen[s] {
 				seen[s] = true
-				parts = append(parts, lit(s))
+				parts = append(parts, constExpr(v))
 			}
 		}
 		return alt(parts), nil
@@ -562,7 +601,7 @@ func (c *compiler) deref(s any, ptr string, depth int) (any, error) {
 		return nil, err
 	}
 	rest := without(o, "$ref")
-	if !hasAssertions(rest) {
+	if !hasAssertions(rest) || c.legacyRef {
 		return t, nil
 	}
 	return c.merge(t, rest, ptr, "$ref", depth+1)
@@ -624,6 +663,9 @@ func (c *compiler) merge(a, b any, ptr, kw string, depth int) (any, error) {
 				break
 			}
 		}
+	}
+	if tupleConflict(ao, bo) {
+		return nil, refuse(ptr, "prefixItems", "cannot merge items/prefixItems/additionalItems of two schemas (each constrains positions the other's items keyword counts from)")
 	}
 	r := without(ao)
 	for _, k := range bo.keys {
@@ -781,6 +823,36 @@ func (c *compiler) flatten(o *obj, ptr string, depth int) (*obj, error) {
 		}
 	}
 	return o, nil
+}
+
+// tupleConflict reports whether a and b both constrain array items and one
+// of them by position: merged into one schema, one's items would start
+// after the other's prefix, which is not what allOf means.
+func tupleConflict(a, b *obj) bool {
+	has := func(o *obj) (some, tuple bool) {
+		for _, k := range []string{"items", "prefixItems", "additionalItems"} {
+			if v, ok := o.get(k); ok {
+				some = true
+				if _, isList := v.([]any); isList || k != "items" {
+					tuple = true
+				}
+			}
+		}
+		return some, tuple
+	}
+	aa, at := has(a)
+	ba, bt := has(b)
+	if !aa || !ba || !at && !bt {
+		return false
+	}
+	for _, k := range []string{"items", "prefixItems", "additionalItems"} {
+		av, _ := a.get(k)
+		bv, _ := b.get(k)
+		if compactString(av) != compactString(bv) {
+			return true
+		}
+	}
+	return false
 }
 
 func numLess(a, b any) bool {
