@@ -131,15 +131,15 @@ func SchemaToGBNF(schema []byte) (string, error) {
 }
 
 type compiler struct {
-	root  any
+	root any
 	// legacyRef: the schema declares draft 4, 6 or 7, where keywords beside
 	// $ref are ignored.
 	legacyRef bool
-	rules []string          // "name ::= body" lines
-	refs  map[string]string // JSON pointer -> rule name
-	prims map[string]bool
-	n     int
-	depth int
+	rules     []string          // "name ::= body" lines
+	refs      map[string]string // JSON pointer -> rule name
+	prims     map[string]bool
+	n         int
+	depth     int
 }
 
 // never is an expression with no string: an empty class. Alternatives
