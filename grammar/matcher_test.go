@@ -2,6 +2,8 @@ package grammar
 
 import (
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -142,5 +144,52 @@ func TestMaskAgreesLlama(t *testing.T) {
 		if i%25 == 0 {
 			checkMask(t, m, s)
 		}
+	}
+}
+
+// TestMatcherConcurrent runs sequences on one shared Matcher from several
+// goroutines (run under -race in CI): each must see the masks a private
+// Matcher computes.
+func TestMatcherConcurrent(t *testing.T) {
+	v := testVocab(5, 400)
+	g := mustSchema(t, propertySchemas[7])
+	shared := NewMatcher(g, v)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := NewMatcher(g, v)
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			a := make([]uint64, (v.Len()+63)/64)
+			b := make([]uint64, len(a))
+			for range 3 {
+				s := shared.Start()
+				for range 60 {
+					shared.Mask(s, a)
+					own.Mask(s, b)
+					if !slices.Equal(a, b) {
+						errs <- "shared and private masks differ"
+						return
+					}
+					var allowed []int32
+					for tok := range int32(v.Len()) {
+						if a[tok/64]>>(tok%64)&1 == 1 && !v.IsEOG(tok) {
+							allowed = append(allowed, tok)
+						}
+					}
+					if len(allowed) == 0 {
+						break
+					}
+					s, _ = shared.Advance(s, allowed[r.IntN(len(allowed))])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
