@@ -418,7 +418,6 @@ type walker struct {
 	a      arena
 	levels []*canon
 	unc    []bool // unc[d]: the prefix of d bytes passed through the context
-	trans  map[transKey]*canon
 	intern map[uint64][]*canon
 	one    [1]*node
 	x, y   set
@@ -558,11 +557,9 @@ func (m *Matcher) walkWindow(top *node, e *frameEntry, w *walker) {
 		w.levels = make([]*canon, v.maxLen+1)
 		w.unc = make([]bool, v.maxLen+1)
 	}
-	if w.trans == nil {
-		w.trans = map[transKey]*canon{}
+	if w.intern == nil {
 		w.intern = map[uint64][]*canon{}
 	}
-	clear(w.trans)
 	clear(w.intern)
 	lv, unc := w.levels, w.unc
 	w.x.clear()
@@ -607,12 +604,8 @@ func (m *Matcher) walkWindow(top *node, e *frameEntry, w *walker) {
 // character).
 type canon struct {
 	set
-	h uint64
-}
-
-type transKey struct {
-	from *canon
-	b    byte
+	h    uint64
+	next *[256]*canon // transitions computed so far
 }
 
 func (w *walker) canonical(s *set) *canon {
@@ -654,12 +647,13 @@ outer:
 
 // next is the set after byte b from c, memoized.
 func (m *Matcher) next(c *canon, b byte, w *walker) *canon {
-	k := transKey{c, b}
-	if r, ok := w.trans[k]; ok {
+	if c.next == nil {
+		c.next = new([256]*canon)
+	} else if r := c.next[b]; r != nil {
 		return r
 	}
 	m.g.step(c.st, b, &w.x, &w.a)
 	r := w.canonical(&w.x)
-	w.trans[k] = r
+	c.next[b] = r
 	return r
 }
