@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -146,6 +147,37 @@ func TestCheck(t *testing.T) {
 		err := g.Check([]byte(c.text))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.text, err, c.want)
+		}
+	}
+}
+
+// TestStringRoundTrip: a grammar's printed form (what --print-grammar
+// shows, helper rules included) parses again to the same language.
+func TestStringRoundTrip(t *testing.T) {
+	v := testVocab(2, 400)
+	srcs := []string{`root ::= [a-c\-^\]]+ ("x" | "y"){2,3} .?`, "root ::= x-1 x-2\nx-1 ::= \"a\"*\nx-2 ::= (\"b\" | [^b])?"}
+	for _, s := range propertySchemas {
+		g := mustSchema(t, s)
+		srcs = append(srcs, g.String())
+	}
+	for i, src := range srcs {
+		g, err := ParseGBNF(src)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		g2, err := ParseGBNF(g.String())
+		if err != nil {
+			t.Fatalf("%d: printed form does not parse: %v\n%s", i, err, g)
+		}
+		m, m2 := NewMatcher(g, v), NewMatcher(g2, v)
+		r := rand.New(rand.NewPCG(uint64(i), 4))
+		for range 5 {
+			for _, pair := range [][2]*Matcher{{m, m2}, {m2, m}} {
+				out, ok := randomAccepted(pair[0], r, 300)
+				if ok && pair[1].g.Check(out) != nil {
+					t.Fatalf("%d: %q accepted by one form, not the other", i, out)
+				}
+			}
 		}
 	}
 }

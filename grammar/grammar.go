@@ -426,15 +426,33 @@ func (b *builder) leftRecursion() error {
 	return nil
 }
 
-// source writes the flattened grammar back out as GBNF (helper rules
-// included), for String.
+// source writes the flattened grammar back out as GBNF that llama.cpp's
+// parser reads too. Helper rules (groups, repetitions) are named with a
+// prefix no rule of the grammar's own starts with.
 func (b *builder) source() string {
+	prefix := "x"
+	for taken := true; taken; {
+		taken = false
+		for _, n := range b.g.names {
+			if strings.HasPrefix(n, prefix+"-") {
+				taken = true
+				prefix += "x"
+				break
+			}
+		}
+	}
+	name := func(r int32) string {
+		if n := b.g.names[r]; !strings.HasPrefix(n, "_") {
+			return n
+		}
+		return prefix + "-" + b.g.names[r][1:]
+	}
 	var sb strings.Builder
 	for r, alts := range b.body {
-		if len(alts) == 0 && strings.HasPrefix(b.g.names[r], "_") {
-			continue
+		if len(alts) == 0 {
+			continue // unproductive or merged away: nothing refers to it any more
 		}
-		fmt.Fprintf(&sb, "%s ::= ", ruleName(b.g.names[r]))
+		fmt.Fprintf(&sb, "%s ::= ", name(int32(r)))
 		for i, a := range alts {
 			if i > 0 {
 				sb.WriteString(" | ")
@@ -444,7 +462,7 @@ func (b *builder) source() string {
 					sb.WriteByte(' ')
 				}
 				if e.kind == elRef {
-					sb.WriteString(ruleName(b.g.names[e.arg]))
+					sb.WriteString(name(e.arg))
 				} else {
 					sb.WriteString(classString(b.g.classes[e.arg].r))
 				}
@@ -458,34 +476,32 @@ func (b *builder) source() string {
 	return sb.String()
 }
 
-func ruleName(n string) string {
-	if strings.HasPrefix(n, "_") {
-		return "x" + n
-	}
-	return n
-}
-
 func classString(r []rng) string {
 	if len(r) == 1 && r[0].lo == r[0].hi {
-		return `"` + escRune(r[0].lo, '"') + `"`
+		return `"` + escRune(r[0].lo, false) + `"`
 	}
 	var sb strings.Builder
 	sb.WriteByte('[')
 	for _, x := range r {
-		sb.WriteString(escRune(x.lo, ']'))
+		sb.WriteString(escRune(x.lo, true))
 		if x.hi != x.lo {
 			sb.WriteByte('-')
-			sb.WriteString(escRune(x.hi, ']'))
+			sb.WriteString(escRune(x.hi, true))
 		}
 	}
 	sb.WriteByte(']')
 	return sb.String()
 }
 
-func escRune(r rune, q byte) string {
+// escRune writes r for a GBNF literal or class using only the escapes
+// llama.cpp's parser knows; in a class, '-' and '^' are written as hex
+// escapes so they are never read as a range or a negation.
+func escRune(r rune, inClass bool) string {
 	switch {
-	case r == '\\' || r == rune(q) || r == '-' || r == '[' || r == '^':
+	case r == '\\' || r == '"' && !inClass || (r == '[' || r == ']') && inClass:
 		return `\` + string(r)
+	case inClass && (r == '-' || r == '^'):
+		return fmt.Sprintf(`\x%02X`, r)
 	case r == '\n':
 		return `\n`
 	case r == '\t':
@@ -496,7 +512,7 @@ func escRune(r rune, q byte) string {
 		return fmt.Sprintf(`\x%02X`, r)
 	case r > 0xFFFF:
 		return fmt.Sprintf(`\U%08X`, r)
-	case r >= 0x80 && r <= 0xA0:
+	case r >= 0x80 && r <= 0xA0 || r >= 0xD800 && r <= 0xDFFF:
 		return fmt.Sprintf(`\u%04X`, r)
 	}
 	return string(r)

@@ -438,7 +438,7 @@ func (c *compiler) keyNotIn(names []string) string {
 		}
 		excl := `"\\\x00-\x1F`
 		for _, r := range t.order {
-			excl += escRune(r, ']')
+			excl += escRune(r, true)
 			parts = append(parts, lit(string(r))+" "+node(t.kids[r]))
 		}
 		parts = append(parts, "[^"+excl+"] "+safe+`* "\""`)
