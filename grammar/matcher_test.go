@@ -191,3 +191,39 @@ func TestMatcherConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestFromTokenizer checks the bytes of SentencePiece pieces: "▁" is a
+// space, "<0x0A>" byte-fallback pieces their byte, BOS and EOS nothing,
+// and EOS is the end of generation.
+func TestFromTokenizer(t *testing.T) {
+	v := llamaVocab(t)
+	if v.Len() != 32000 {
+		t.Fatalf("vocabulary of %d tokens", v.Len())
+	}
+	want := map[int32]string{1: "", 2: "", 13: "\n", 29871: " ", 450: " The", 0x3C + 3: "\x3c"}
+	for id, w := range want {
+		if got := string(v.Bytes(id)); got != w {
+			t.Errorf("token %d: %q, want %q", id, got, w)
+		}
+	}
+	if !v.IsEOG(2) || v.IsEOG(1) || v.IsEOG(13) {
+		t.Errorf("EOG set %v", v.EOG())
+	}
+	// A byte-fallback piece ending mid-character is allowed inside a string
+	// and a second one completes the character.
+	m := NewMatcher(mustSchema(t, `{"type":"string"}`), v)
+	s, ok := m.AdvanceBytes(m.Start(), []byte(`"`))
+	if !ok {
+		t.Fatal(`'"' refused`)
+	}
+	s, ok = m.Advance(s, 0xC3+3) // <0xC3>
+	if !ok {
+		t.Fatal("<0xC3> refused inside a string")
+	}
+	if _, ok := m.Advance(s, 0x41+3); ok { // <0x41>: 'A' cannot continue a character
+		t.Fatal("<0x41> accepted after <0xC3>")
+	}
+	if _, ok := m.Advance(s, 0xA9+3); !ok { // <0xA9>: é
+		t.Fatal("<0xA9> refused after <0xC3>")
+	}
+}
