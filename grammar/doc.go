@@ -95,8 +95,10 @@
 //     digits. Integers have no fraction or exponent ("1.0" is refused for an
 //     integer although JSON Schema calls it one: consumers parse integers
 //     strictly). minimum, maximum and both exclusive forms (draft 4's
-//     booleans too): integers by an exact digit-range grammar; numbers only
-//     with integer bounds, then enforced exactly, without an exponent.
+//     booleans too): integers by an exact digit-range grammar; numbers
+//     exactly too (bounds with up to 30 fraction digits), on the integer
+//     part and, where it equals a bound's, digit by digit on the fraction;
+//     a bounded number is written without an exponent.
 //     multipleOf only as 1.
 //   - enum and const: the listed values, compact, objects in their own key
 //     order, numbers in any decimal spelling of their value (1, 1.0).

@@ -1,8 +1,10 @@
 package grammar
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ const intCap = 9999999999999999
 // bound is one side of a numeric range.
 type bound struct {
 	v    float64
+	s    string // the number as written
 	excl bool
 	set  bool
 }
@@ -22,26 +25,23 @@ type bound struct {
 // numBounds reads minimum/maximum and both forms of the exclusive keywords
 // (draft 4's booleans modifying minimum/maximum, later drafts' numbers).
 func numBounds(o *obj, ptr string) (lo, hi bound, err error) {
-	read := func(k string) (float64, bool, error) {
+	read := func(k string) (bound, error) {
 		v, ok := o.get(k)
 		if !ok {
-			return 0, false, nil
+			return bound{}, nil
 		}
 		f, isNum := toFloat(v)
 		if !isNum || math.IsInf(f, 0) {
-			return 0, false, refuse(ptr, k, "expected a finite number")
+			return bound{}, refuse(ptr, k, "expected a finite number")
 		}
-		return f, true, nil
+		return bound{v: f, s: v.(json.Number).String(), set: true}, nil
 	}
-	var ok bool
-	if lo.v, ok, err = read("minimum"); err != nil {
+	if lo, err = read("minimum"); err != nil {
 		return
 	}
-	lo.set = ok
-	if hi.v, ok, err = read("maximum"); err != nil {
+	if hi, err = read("maximum"); err != nil {
 		return
 	}
-	hi.set = ok
 	for _, side := range []struct {
 		k     string
 		b     *bound
@@ -67,7 +67,7 @@ func numBounds(o *obj, ptr string) (lo, hi bound, err error) {
 		}
 		tighter := !side.b.set || (side.lower && f >= side.b.v) || (!side.lower && f <= side.b.v)
 		if tighter {
-			*side.b = bound{v: f, excl: true, set: true}
+			*side.b = bound{v: f, s: v.(json.Number).String(), excl: true, set: true}
 		}
 	}
 	return lo, hi, nil
@@ -125,83 +125,224 @@ func (c *compiler) genNumber(isInt bool, o *obj, ptr string) (string, error) {
 		}
 		return alt(parts), nil
 	}
-	// A number with bounds: integral bounds only, no exponent.
-	for _, b := range []struct {
+	// A number with bounds: exact, written without an exponent.
+	var a, b dec
+	for _, x := range []struct {
 		k string
 		b bound
-	}{{"minimum", lo}, {"maximum", hi}} {
-		if b.b.set && b.b.v != math.Trunc(b.b.v) {
-			k := b.k
-			if b.b.excl {
+		d *dec
+	}{{"minimum", lo, &a}, {"maximum", hi, &b}} {
+		if !x.b.set {
+			continue
+		}
+		var ok bool
+		if *x.d, ok = toDec(x.b.s); !ok {
+			k := x.k
+			if x.b.excl {
 				k = "exclusiveM" + k[1:]
 			}
-			return "", refuse(ptr, k, "a non-integer bound (%v) on a number is not enforced (integer bounds are)", b.b.v)
+			return "", refuse(ptr, k, "%s has more than %d fraction digits", x.b.s, maxBoundDigits)
 		}
 	}
-	clampB := func(b bound) bound {
-		if b.v > intCap {
-			b.v, b.excl = intCap, false
-		}
-		if b.v < -intCap {
-			b.v, b.excl = -intCap, false
-		}
-		return b
-	}
-	lo, hi = clampB(lo), clampB(hi)
 	c.prim("fraction")
 	var parts []string
 	if !hi.set || hi.v >= 0 {
-		a, aEx := int64(0), false
+		from, fromIn := dec{}, true
 		if lo.set && lo.v >= 0 {
-			a, aEx = int64(lo.v), lo.excl
+			from, fromIn = a, !lo.excl
 		}
-		parts = append(parts, magnitude(a, aEx, int64(hi.v), hi.excl, !hi.set)...)
+		parts = append(parts, magnitude(from, fromIn, b, !hi.excl, !hi.set)...)
 	}
 	if !lo.set || lo.v < 0 {
-		a, aEx := int64(0), true // v < 0: magnitude > 0 ("-0" is not written)
+		from, fromIn := dec{}, false // v < 0: magnitude > 0 ("-0" is not written)
 		if hi.set && hi.v < 0 {
-			a, aEx = int64(-hi.v), hi.excl
+			from, fromIn = b, !hi.excl
 		}
-		for _, p := range magnitude(a, aEx, int64(-lo.v), lo.excl, !lo.set) {
+		for _, p := range magnitude(from, fromIn, a, !lo.excl, !lo.set) {
 			parts = append(parts, `"-" `+p)
 		}
 	}
 	return alt(parts), nil
 }
 
-const (
-	anyFrac  = `fraction?`
-	zeroFrac = `( "." "0"{1,16} )?`
-	nzFrac   = `"." "0"{0,15} [1-9] [0-9]{0,15}`
-)
+// dec is a non-negative decimal: integer part and fraction digits (no
+// trailing zeros).
+type dec struct {
+	i uint64
+	f string
+}
+
+// maxBoundDigits bounds the fraction digits of a numeric bound the grammar
+// spells out.
+const maxBoundDigits = 30
+
+// toDec is the magnitude of the decimal number s; ok is false when it has
+// more than maxBoundDigits fraction digits. Integer parts beyond the digit
+// cap are clamped to just above it (no output can reach them).
+func toDec(s string) (dec, bool) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return dec{}, false
+	}
+	r.Abs(r)
+	for prec := 0; prec <= maxBoundDigits; prec++ {
+		fs := r.FloatString(prec)
+		back, _ := new(big.Rat).SetString(fs)
+		if back.Cmp(r) != 0 {
+			continue
+		}
+		ip, fp, _ := strings.Cut(fs, ".")
+		i, err := strconv.ParseUint(ip, 10, 64)
+		if err != nil || i > intCap {
+			i, fp = intCap+1, ""
+		}
+		return dec{i, strings.TrimRight(fp, "0")}, true
+	}
+	return dec{}, false
+}
 
 // magnitude returns alternatives for the non-negative decimals (no
-// exponent) between a and b (inf: up to the digit cap), each end exclusive
-// or not.
-func magnitude(a int64, aEx bool, b int64, bEx, inf bool) []string {
-	var parts []string
-	if inf {
-		b, bEx = intCap, false
-	}
-	if a > b || a == b && (aEx || bEx) {
+// exponent) m with a <= m (a < m unless aIn) and m <= b (m < b unless bIn;
+// no upper bound but the digit cap when bInf): on the integer part first,
+// the fraction only where the integer part equals a bound's.
+func magnitude(a dec, aIn bool, b dec, bIn, bInf bool) []string {
+	if a.i > intCap {
 		return nil
 	}
-	first := a
-	if aEx {
-		parts = append(parts, uintRange(uint64(a), uint64(a))+" "+nzFrac)
-		first = a + 1
+	if !bInf && b.i > intCap {
+		bInf = true
 	}
-	if first <= b-1 {
-		parts = append(parts, uintRange(uint64(first), uint64(b-1))+" "+anyFrac)
-	}
-	if !bEx && b >= first {
-		f := zeroFrac
-		if inf {
-			f = anyFrac
+	if !bInf {
+		if c := cmpFrac(a.f, b.f); a.i > b.i || a.i == b.i && (c > 0 || c == 0 && !(aIn && bIn)) {
+			return nil
 		}
-		parts = append(parts, uintRange(uint64(b), uint64(b))+" "+f)
+	}
+	var parts []string
+	add := func(i uint64, frac string) {
+		if frac != never {
+			parts = append(parts, strings.TrimSpace(uintRange(i, i)+" "+frac))
+		}
+	}
+	switch {
+	case bInf:
+		add(a.i, fracPart(a.f, aIn, "", false, true))
+		if a.i < intCap {
+			parts = append(parts, uintRange(a.i+1, intCap)+" fraction?")
+		}
+	case a.i < b.i:
+		add(a.i, fracPart(a.f, aIn, "", false, true))
+		if a.i+1 <= b.i-1 {
+			parts = append(parts, uintRange(a.i+1, b.i-1)+" fraction?")
+		}
+		add(b.i, fracPart("", true, b.f, bIn, false))
+	default:
+		add(a.i, fracPart(a.f, aIn, b.f, bIn, false))
 	}
 	return parts
+}
+
+// cmpFrac compares two fractions given as digit strings.
+func cmpFrac(x, y string) int {
+	for len(x) < len(y) {
+		x += "0"
+	}
+	for len(y) < len(x) {
+		y += "0"
+	}
+	return strings.Compare(x, y)
+}
+
+// fracPart is the optional fraction ("" or "." digits) of a number whose
+// fraction value 0.d must be >= 0.lo (> unless loIn) and <= 0.hi (< unless
+// hiIn; no upper bound when hiNone), or never.
+func fracPart(lo string, loIn bool, hi string, hiIn, hiNone bool) string {
+	ne := fracDigits(lo, loIn, hi, hiIn, hiNone)
+	switch em := fracZeroOK(lo, loIn, hi, hiIn, hiNone); {
+	case em && ne != never:
+		return "( \".\" " + ne + " )?"
+	case em:
+		return ""
+	case ne != never:
+		return "\".\" " + ne
+	}
+	return never
+}
+
+// fracZeroOK reports whether a fraction of value 0 (none, or zeros) is
+// within the bounds.
+func fracZeroOK(lo string, loIn bool, hi string, hiIn, hiNone bool) bool {
+	return lo == "" && loIn && (hiNone || hi != "" || hiIn)
+}
+
+// fracDigits is a grammar of the non-empty digit strings d whose value 0.d
+// is within the bounds, digit by digit: a digit strictly between the
+// bounds' leads frees the rest, a digit equal to one carries that bound on.
+func fracDigits(lo string, loIn bool, hi string, hiIn, hiNone bool) string {
+	switch {
+	case lo == "" && loIn && hiNone:
+		return "[0-9]{1,16}"
+	case lo == "" && !loIn && hiNone:
+		return `"0"{0,15} [1-9] [0-9]{0,15}`
+	case hi == "" && !hiNone:
+		if hiIn && lo == "" && loIn {
+			return `"0"{1,16}`
+		}
+		return never
+	}
+	type sub struct {
+		lo         string
+		loIn       bool
+		hi         string
+		hiIn, none bool
+	}
+	var parts []string
+	var run []byte
+	var runSub sub
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		d := digitClass(run[0], run[len(run)-1])
+		ne := fracDigits(runSub.lo, runSub.loIn, runSub.hi, runSub.hiIn, runSub.none)
+		switch em := fracZeroOK(runSub.lo, runSub.loIn, runSub.hi, runSub.hiIn, runSub.none); {
+		case em && ne != never:
+			parts = append(parts, d+" ( "+ne+" )?")
+		case em:
+			parts = append(parts, d)
+		case ne != never:
+			parts = append(parts, d+" "+ne)
+		}
+		run = run[:0]
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		l0, lrest := byte('0'), ""
+		if lo != "" {
+			l0, lrest = lo[0], lo[1:]
+		}
+		if c < l0 {
+			continue
+		}
+		sb := sub{lo: "", loIn: true, none: true}
+		if c == l0 {
+			sb.lo, sb.loIn = lrest, loIn
+		}
+		if !hiNone {
+			h0, hrest := hi[0], hi[1:]
+			if c > h0 {
+				continue
+			}
+			if c == h0 {
+				sb.hi, sb.hiIn, sb.none = hrest, hiIn, false
+			}
+		}
+		if len(run) > 0 && sb != runSub {
+			flush()
+		}
+		run = append(run, c)
+		runSub = sb
+	}
+	flush()
+	return alt(parts)
 }
 
 // uintRange is a grammar of the decimal numerals (no leading zeros) of the

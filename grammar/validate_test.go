@@ -45,6 +45,8 @@ var propertySchemas = []string{
 	`{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1}`,
 	`{"type":"number","minimum":-5,"exclusiveMaximum":0}`,
 	`{"type":"number"}`,
+	`{"type":"number","minimum":-2.75,"exclusiveMaximum":0.125}`,
+	`{"type":"object","properties":{"price":{"type":"number","exclusiveMinimum":0.01,"maximum":99.99},"qty":{"type":"integer","minimum":1}},"required":["price","qty"],"additionalProperties":false}`,
 	`{"type":["string","integer","null"],"maxLength":3,"minimum":7}`,
 	`{"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer","minimum":1}},"required":["b"]}]}`,
 	`{"allOf":[{"$ref":"#/$defs/base"},{"properties":{"extra":{"type":"boolean"}}}],"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}}`,
