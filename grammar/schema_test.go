@@ -2,6 +2,10 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -160,5 +164,74 @@ func TestSchemaCache(t *testing.T) {
 	b := mustSchema(t, `{"type":"object","properties":{"cache-test":{"type":"integer"}}}`)
 	if a != b {
 		t.Error("the same schema (up to whitespace) compiled twice")
+	}
+}
+
+// TestNumberBoundsRandom compares the number grammar under random decimal
+// bounds with exact arithmetic on random decimals.
+func TestNumberBoundsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(42, 42))
+	dec := func(fracDigits int) string {
+		s := fmt.Sprintf("%d", r.IntN(41)-20)
+		if fracDigits > 0 {
+			f := fmt.Sprintf("%0*d", fracDigits, r.IntN(int(math.Pow10(fracDigits))))
+			s += "." + f
+		}
+		if s == "-0" || strings.HasPrefix(s, "-0.") && strings.Trim(s[3:], "0") == "" {
+			s = s[1:]
+		}
+		if strings.HasPrefix(s, "-0") && s != "-0" && !strings.HasPrefix(s, "-0.") {
+			s = s[1:]
+		}
+		return s
+	}
+	for range 150 {
+		lo, hi := dec(r.IntN(4)), dec(r.IntN(4))
+		loEx, hiEx := r.IntN(2) == 0, r.IntN(2) == 0
+		kl, kh := "minimum", "maximum"
+		if loEx {
+			kl = "exclusiveMinimum"
+		}
+		if hiEx {
+			kh = "exclusiveMaximum"
+		}
+		schema := fmt.Sprintf(`{"type":"number","%s":%s,"%s":%s}`, kl, lo, kh, hi)
+		g, err := FromJSONSchema([]byte(schema))
+		lr, _ := new(big.Rat).SetString(lo)
+		hr, _ := new(big.Rat).SetString(hi)
+		// The 16-digit cap is far away; -0 is never written.
+		if err != nil {
+			c := lr.Cmp(hr)
+			if !errors.Is(err, ErrEmpty) || c < 0 || c == 0 && !loEx && !hiEx {
+				t.Fatalf("%s: %v", schema, err)
+			}
+			continue
+		}
+		for range 60 {
+			x := dec(r.IntN(5))
+			if r.IntN(4) == 0 && strings.Contains(x, ".") {
+				x += "0"
+			}
+			xr, _ := new(big.Rat).SetString(x)
+			c1, c2 := xr.Cmp(lr), xr.Cmp(hr)
+			want := (c1 > 0 || c1 == 0 && !loEx) && (c2 < 0 || c2 == 0 && !hiEx)
+			if got := g.Check([]byte(x)) == nil; got != want {
+				t.Fatalf("%s: %s accepted=%v, want %v", schema, x, got, want)
+			}
+		}
+		// The same bounds on an integer.
+		ischema := strings.Replace(schema, `"number"`, `"integer"`, 1)
+		ig, err := FromJSONSchema([]byte(ischema))
+		if err != nil && !errors.Is(err, ErrEmpty) {
+			t.Fatalf("%s: %v", ischema, err)
+		}
+		for v := -22; v <= 22; v++ {
+			xr := big.NewRat(int64(v), 1)
+			c1, c2 := xr.Cmp(lr), xr.Cmp(hr)
+			want := (c1 > 0 || c1 == 0 && !loEx) && (c2 < 0 || c2 == 0 && !hiEx)
+			if got := err == nil && ig.Check([]byte(fmt.Sprint(v))) == nil; got != want {
+				t.Fatalf("%s: %d accepted=%v, want %v (%v)", ischema, v, got, want, err)
+			}
+		}
 	}
 }
