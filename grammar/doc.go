@@ -84,7 +84,9 @@
 //   - Strings: full JSON string syntax (escapes included; \u escapes of
 //     surrogates are not written), minLength/maxLength in code points,
 //     format date (leap years exact), time and date-time (RFC 3339, upper
-//     case T and Z, no leap second) and uuid, asserted in every draft;
+//     case T and Z, no leap second), uuid, ipv4, and conservative subsets
+//     of hostname and email (labels of at most 32 characters, an unquoted
+//     local part of letters, digits, _%+- and dots), asserted in every draft;
 //     pattern (ECMA-262 syntax) in the subset documented at the regex
 //     compiler: literals, classes, \d \w \s and their negations, '.',
 //     groups, alternation, greedy and lazy quantifiers, ^ and $ at the ends

@@ -226,12 +226,23 @@ var primitives = map[string]string{
 	"leapyear": `[0-9]{2} ( "0" [48] | [2468] [048] | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) "00"`,
 	"time":     `( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,9} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )`,
 	"uuid":     `hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}`,
+	"ipv4":     `octet "." octet "." octet "." octet`,
+	"octet":    `"25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]`,
+	// Conservative subsets: labels of at most 32 characters, so that the
+	// length limits (253 for a host name, 64 and 254 for an address) hold
+	// by construction; a dot-separated local part of letters, digits and
+	// _%+- (no quoted forms, no IP literals).
+	"label":    `[A-Za-z0-9] ( [A-Za-z0-9\x2D]{0,30} [A-Za-z0-9] )?`,
+	"hostname": `label ( "." label ){0,6}`,
+	"email":    `atom ( "." atom )? "@" label ( "." label ){1,3}`,
+	"atom":     `[A-Za-z0-9_%+\x2D]{1,31}`,
 }
 
 var primDeps = map[string][]string{
 	"value": {"object", "array", "string", "number"}, "object": {"string", "value"}, "array": {"value"},
 	"string": {"char"}, "char": {"uhex"}, "number": {"integral", "fraction", "exponent"}, "integer": {"integral"},
-	"date": {"monthday", "leapyear"}, "uuid": {"hex"},
+	"date": {"monthday", "leapyear"}, "uuid": {"hex"}, "ipv4": {"octet"}, "hostname": {"label"},
+	"email": {"atom", "label"},
 }
 
 func (c *compiler) prim(name string) string {
@@ -1024,12 +1035,12 @@ func (c *compiler) genString(o *obj, ptr string) (string, error) {
 		fs, _ := f.(string)
 		var body string
 		switch fs {
-		case "date", "time", "uuid":
+		case "date", "time", "uuid", "ipv4", "hostname", "email":
 			body = c.prim(fs)
 		case "date-time":
 			body = c.prim("date") + ` "T" ` + c.prim("time")
 		default:
-			return "", refuse(ptr, "format", "%q is not supported (date, time, date-time and uuid are)", fs)
+			return "", refuse(ptr, "format", "%q is not supported (date, time, date-time, uuid, ipv4, hostname and email are)", fs)
 		}
 		for _, k := range []string{"pattern", "minLength", "maxLength"} {
 			if _, ok := o.get(k); ok {

@@ -60,6 +60,7 @@ var propertySchemas = []string{
 	`{"type":"object","properties":{"p":{"type":"integer"}},"required":["p","q"],"additionalProperties":{"type":"string","maxLength":2}}`,
 	`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":10,"exclusiveMaximum":true}},"required":["n"],"additionalProperties":false}`,
 	`{"type":"array","items":{"type":"string","format":"uuid"},"maxItems":2}`,
+	`{"type":"object","properties":{"host":{"type":"string","format":"hostname"},"ip":{"type":"string","format":"ipv4"},"mail":{"type":"string","format":"email"}},"required":["host","ip","mail"],"additionalProperties":false}`,
 	`true`,
 }
 
