@@ -234,3 +234,35 @@ func BenchmarkCompile30(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdvance is the cost of Advance per token along a generation
+// (what every constrained sequence pays per accepted token).
+func BenchmarkAdvance(b *testing.B) {
+	v := llamaVocab(b)
+	g, err := FromJSONSchema([]byte(benchSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := NewMatcher(g, v)
+	states := walkStates(b, m, 1)
+	// Recover the tokens between consecutive states.
+	var toks []int32
+	s := m.Start()
+	for _, next := range states[1:] {
+		for t := range int32(v.Len()) {
+			if ns, ok := m.Advance(s, t); ok && ns.equal(next) {
+				toks = append(toks, t)
+				s = ns
+				break
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := m.Start()
+		for _, t := range toks {
+			s, _ = m.Advance(s, t)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
+}

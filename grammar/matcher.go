@@ -53,7 +53,12 @@ func (a *arena) node(pos int32, part uint32, up *node) *node {
 		if a.used < len(a.chunks) {
 			a.cur = a.chunks[a.used][:0]
 		} else {
-			a.cur = make([]node, 0, chunkNodes)
+			// Start small: Advance makes a handful of frames per token.
+			n := chunkNodes
+			if len(a.chunks) < 6 {
+				n = 16 << len(a.chunks)
+			}
+			a.cur = make([]node, 0, n)
 			a.chunks = append(a.chunks, a.cur)
 		}
 		a.used++
