@@ -109,7 +109,9 @@
 //     constants); allOf and keywords beside $ref (draft 2019-09 on) by
 //     merging the schemas keyword by keyword, refused where a merge would
 //     change the meaning; $ref to JSON pointers inside the schema ($defs,
-//     definitions, any path), recursion included.
+//     definitions, any path), $anchor and draft 6-7 "#name" ids, resources
+//     embedded by $id (relative references resolved against them),
+//     recursion included; a reference outside the document is refused.
 //   - Ignored as annotations: title, description, examples, default,
 //     $comment, $schema, $id, $anchor, deprecated, readOnly, writeOnly and
 //     the content keywords. Refused by name: not, if/then/else, contains,

@@ -133,8 +133,11 @@ func SchemaToGBNF(schema []byte) (string, error) {
 type compiler struct {
 	root any
 	// legacyRef: the schema declares draft 4, 6 or 7, where keywords beside
-	// $ref are ignored.
-	legacyRef bool
+	// $ref are ignored; draft4: its identifiers are "id", not "$id".
+	legacyRef, draft4 bool
+	bases             map[string]*url.URL // schema pointer -> base URI
+	resources         map[string]string   // absolute URI -> pointer of the schema with that $id
+	anchors           map[string]string   // absolute URI#anchor -> pointer
 	rules     []string          // "name ::= body" lines
 	refs      map[string]string // JSON pointer -> rule name
 	prims     map[string]bool
@@ -183,17 +186,21 @@ func knownMetaschema(d any) error {
 }
 
 func newCompiler(v any) *compiler {
-	c := &compiler{root: v, refs: map[string]string{}, prims: map[string]bool{}}
+	c := &compiler{root: v, refs: map[string]string{}, prims: map[string]bool{},
+		bases: map[string]*url.URL{}, resources: map[string]string{}, anchors: map[string]string{}}
 	if o, ok := v.(*obj); ok {
 		if d, ok := o.get("$schema"); ok {
 			ds, _ := d.(string)
 			for _, old := range []string{"draft-03", "draft-04", "draft-06", "draft-07"} {
 				if strings.Contains(ds, old) {
 					c.legacyRef = true
+					c.draft4 = c.draft4 || old == "draft-03" || old == "draft-04"
 				}
 			}
 		}
 	}
+	c.resources[defaultBase.String()] = "#"
+	c.index(v, "#", defaultBase)
 	return c
 }
 
@@ -530,21 +537,118 @@ func enumValues(o *obj, ptr string) (vals []any, kw string, ok bool, err error) 
 	return vals, kw, ok, nil
 }
 
-// resolve finds the schema a local $ref points to.
-func (c *compiler) resolve(ref, ptr string) (any, string, error) {
-	if !strings.HasPrefix(ref, "#") {
-		return nil, "", refuse(ptr, "$ref", "%q: only references inside the schema (#/...) are supported", ref)
+// defaultBase is the base URI of a schema without $id: a name that is never
+// fetched, only used to resolve relative $id and $ref against.
+var defaultBase = &url.URL{Scheme: "https", Host: "schema.invalid", Path: "/root.json"}
+
+// index records, for every subschema, its base URI, and the resources
+// ($id) and anchors ($anchor, draft 6-7 "#name" ids) it defines, so that a
+// $ref can be resolved the way the drafts specify.
+func (c *compiler) index(s any, ptr string, base *url.URL) {
+	o, ok := s.(*obj)
+	if !ok {
+		return
 	}
-	frag, err := url.PathUnescape(ref[1:])
+	_, hasRef := o.get("$ref")
+	idKey := "$id"
+	if c.draft4 {
+		idKey = "id"
+	}
+	if id, ok := o.vals[idKey].(string); ok && !(hasRef && c.legacyRef) {
+		if u, err := base.Parse(id); err == nil {
+			if strings.HasPrefix(id, "#") && u.Fragment != "" {
+				c.anchors[noFragment(base)+"#"+u.Fragment] = ptr
+			} else {
+				u.Fragment = ""
+				base = u
+				c.resources[base.String()] = ptr
+			}
+		}
+	}
+	for _, k := range []string{"$anchor", "$dynamicAnchor"} {
+		if a, ok := o.vals[k].(string); ok {
+			c.anchors[noFragment(base)+"#"+a] = ptr
+		}
+	}
+	c.bases[ptr] = base
+	for _, k := range o.keys {
+		v := o.vals[k]
+		switch k {
+		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies":
+			if m, ok := v.(*obj); ok {
+				for _, pk := range m.keys {
+					c.index(m.vals[pk], ptrJoin(ptr, k, pk), base)
+				}
+			}
+		case "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
+			"propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema", "items":
+			if l, ok := v.([]any); ok && k == "items" {
+				for i, e := range l {
+					c.index(e, ptrJoin(ptr, k, strconv.Itoa(i)), base)
+				}
+				continue
+			}
+			c.index(v, ptrJoin(ptr, k), base)
+		case "allOf", "anyOf", "oneOf", "prefixItems":
+			if l, ok := v.([]any); ok {
+				for i, e := range l {
+					c.index(e, ptrJoin(ptr, k, strconv.Itoa(i)), base)
+				}
+			}
+		}
+	}
+}
+
+func noFragment(u *url.URL) string {
+	v := *u
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
+}
+
+// baseAt is the base URI in force at ptr (the nearest indexed schema at or
+// above it).
+func (c *compiler) baseAt(ptr string) *url.URL {
+	for p := ptr; ; {
+		if b, ok := c.bases[p]; ok {
+			return b
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return defaultBase
+		}
+		p = p[:i]
+	}
+}
+
+// resolve finds the schema a $ref points to: a JSON pointer or an anchor,
+// in this schema or in a resource it embeds by $id. Anything else would
+// have to be fetched and is refused.
+func (c *compiler) resolve(ref, ptr string) (any, string, error) {
+	u, err := c.baseAt(ptr).Parse(ref)
 	if err != nil {
 		return nil, "", refuse(ptr, "$ref", "%q: %v", ref, err)
 	}
-	if frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, "", refuse(ptr, "$ref", "%q: anchors are not supported, only JSON pointers", ref)
+	frag := u.Fragment
+	doc := noFragment(u)
+	root, ok := c.resources[doc]
+	if !ok {
+		return nil, "", refuse(ptr, "$ref", "%q resolves to %s, outside the schema (remote references are not supported)", ref, doc)
+	}
+	target := root
+	switch {
+	case frag == "":
+	case strings.HasPrefix(frag, "/"):
+		target = root + frag // a JSON pointer, its tokens ~-escaped
+	default:
+		a, ok := c.anchors[doc+"#"+frag]
+		if !ok {
+			return nil, "", refuse(ptr, "$ref", "%q: no anchor %q in the schema", ref, frag)
+		}
+		target = a
 	}
 	cur := c.root
-	if frag != "" {
-		for _, tok := range strings.Split(frag[1:], "/") {
+	if target != "#" {
+		for _, tok := range strings.Split(target[2:], "/") {
 			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 			switch x := cur.(type) {
 			case *obj:
@@ -564,7 +668,7 @@ func (c *compiler) resolve(ref, ptr string) (any, string, error) {
 			}
 		}
 	}
-	return cur, "#" + frag, nil
+	return cur, target, nil
 }
 
 // refRule returns the rule for the schema at pointer tptr, making it on
