@@ -138,11 +138,11 @@ type compiler struct {
 	bases             map[string]*url.URL // schema pointer -> base URI
 	resources         map[string]string   // absolute URI -> pointer of the schema with that $id
 	anchors           map[string]string   // absolute URI#anchor -> pointer
-	rules     []string          // "name ::= body" lines
-	refs      map[string]string // JSON pointer -> rule name
-	prims     map[string]bool
-	n         int
-	depth     int
+	rules             []string            // "name ::= body" lines
+	refs              map[string]string   // JSON pointer -> rule name
+	prims             map[string]bool
+	n                 int
+	depth             int
 }
 
 // never is an expression with no string: an empty class. Alternatives
