@@ -368,8 +368,9 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 			}
 			return c.refRule(target, tptr)
 		}
-		// Keywords beside $ref apply too (draft 2019-09 on; earlier drafts
-		// ignore them, so this is at least as strict): merge them in.
+		// Keywords beside $ref apply too from draft 2019-09 on (a schema
+		// that declares draft 4-7 by $schema ignores them, as those drafts
+		// say): merge them in.
 		m, err := c.merge(newObjWith("$ref", rs), rest, ptr, "$ref", 0)
 		if err != nil {
 			return "", err

@@ -482,9 +482,6 @@ func (c *compiler) genObject(o *obj, ptr string) (string, error) {
 	if mp, ok, err := nonNegInt(o, "minProperties", ptr); err != nil {
 		return "", err
 	} else if ok && mp > len(reqOrder) {
-		if !noExtra || mp > len(entries) {
-			return "", refuse(ptr, "minProperties", "only enforced when the required properties already meet it")
-		}
 		return "", refuse(ptr, "minProperties", "only enforced when the required properties already meet it")
 	}
 	if mp, ok, err := nonNegInt(o, "maxProperties", ptr); err != nil {
