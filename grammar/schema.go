@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // SchemaError is a JSON Schema the compiler refuses: Pointer is where in the
@@ -440,7 +441,7 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 				}
 			}
 		}
-		var parts []string
+		var parts, plain []string
 		seen := map[string]bool{}
 		for _, v := range vals {
 			k := jsonKind(v)
@@ -448,10 +449,19 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 				continue
 			}
 			s := compactString(v)
-			if !seen[s] {
-				seen[s] = true
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+			switch v.(type) {
+			case string, bool, nil:
+				plain = append(plain, s)
+			default:
 				parts = append(parts, constExpr(v))
 			}
+		}
+		if len(plain) > 0 {
+			parts = append(parts, literalTrie(plain))
 		}
 		return alt(parts), nil
 	}
@@ -467,6 +477,58 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 		parts = append(parts, e)
 	}
 	return alt(parts), nil
+}
+
+// literalTrie is the alternation of the literals ss with common prefixes
+// factored out, so that a long enum costs one parse stack per distinct
+// prefix rather than one per value.
+func literalTrie(ss []string) string {
+	slices.Sort(ss)
+	var node func(ss []string, depth int) string
+	node = func(ss []string, depth int) string {
+		var parts []string
+		for i := 0; i < len(ss); {
+			if len(ss[i]) == depth {
+				parts = append(parts, `""`)
+				i++
+				continue
+			}
+			r, n := utf8.DecodeRuneInString(ss[i][depth:])
+			j := i + 1
+			for j < len(ss) && len(ss[j]) > depth && strings.HasPrefix(ss[j][depth:], string(r)) {
+				j++
+			}
+			// Extend the shared run as far as every string of the group goes.
+			end := depth + n
+			for {
+				if len(ss[i]) <= end {
+					break
+				}
+				_, m := utf8.DecodeRuneInString(ss[i][end:])
+				ok := true
+				for _, t := range ss[i+1 : j] {
+					if len(t) < end+m || t[end:end+m] != ss[i][end:end+m] {
+						ok = false
+						break
+					}
+				}
+				if !ok {
+					break
+				}
+				end += m
+			}
+			parts = append(parts, strings.TrimSpace(lit(ss[i][depth:end])+" "+node(ss[i:j], end)))
+			i = j
+		}
+		if len(parts) == 1 {
+			if parts[0] == `""` {
+				return ""
+			}
+			return parts[0]
+		}
+		return "( " + strings.Join(parts, " | ") + " )"
+	}
+	return node(ss, 0)
 }
 
 func newObjWith(k string, v any) *obj {

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,6 +34,7 @@ func TestSchemaKeywords(t *testing.T) {
 		{"boolean", `{"type":"boolean"}`, []string{`true`, `false`}, []string{`1`, `null`}},
 		{"const", `{"const":{"a":[1,"x"]}}`, []string{`{"a":[1,"x"]}`}, []string{`{"a":[1]}`, `{ "a":[1,"x"]}`}},
 		{"enum", `{"enum":["red","green",3,null]}`, []string{`"red"`, `"green"`, `3`, `null`}, []string{`"blue"`, `4`}},
+		{"enum prefixes", `{"enum":["ab","abc","abd","a","b","é","éa","ü",true,null,1.5]}`, []string{`"ab"`, `"abc"`, `"abd"`, `"a"`, `"b"`, `"é"`, `"éa"`, `"ü"`, `true`, `null`, `1.5`, `1.50`}, []string{`"abe"`, `"ac"`, `""`, `"éb"`, `false`, `1`}},
 		{"enum filtered by type", `{"type":"string","enum":["a",1]}`, []string{`"a"`}, []string{`1`}},
 		{"minLength maxLength", `{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`, `"\u0041b"`}, []string{`"a"`, `"abcd"`}},
 		{"pattern anchored", `{"type":"string","pattern":"^[a-z]+-\\d{2}$"}`, []string{`"ab-12"`}, []string{`"ab-1"`, `"Ab-12"`, `"ab-123"`}},
@@ -166,6 +168,37 @@ func TestSchemaRefused(t *testing.T) {
 	if _, err := FromJSONSchema([]byte(`{"properties":{"x/y":{"not":{}}}}`)); !errors.As(err, &se) || se.Pointer != "#/properties/x~1y" || se.Keyword != "not" {
 		t.Errorf("pointer escaping: %v", err)
 	}
+}
+
+// TestLargeEnum: every value of a 2000-value enum, and nothing else, with
+// the masks of a byte vocabulary agreeing with Advance.
+func TestLargeEnum(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	var vals []string
+	seen := map[string]bool{}
+	for len(vals) < 2000 {
+		b := make([]byte, 1+r.IntN(8))
+		for i := range b {
+			b[i] = "abcdeé"[r.IntN(6)]
+		}
+		if s := strings.ToValidUTF8(string(b), "x"); !seen[s] {
+			seen[s] = true
+			vals = append(vals, s)
+		}
+	}
+	js, _ := json.Marshal(map[string]any{"enum": vals})
+	g := mustSchema(t, string(js))
+	for _, v := range vals {
+		q, _ := json.Marshal(v)
+		if g.Check(q) != nil {
+			t.Fatalf("%s rejected", q)
+		}
+		if !seen[v+"a"] && g.Check(append(q[:len(q)-1:len(q)-1], 'a', '"')) == nil {
+			t.Fatalf("%sa accepted", v)
+		}
+	}
+	m := NewMatcher(g, testVocab(4, 400))
+	walkRandom(t, m, r, 12, true)
 }
 
 func TestSchemaCache(t *testing.T) {
