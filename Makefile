@@ -123,6 +123,9 @@ fuzz:
 	$(call fuzz1,FuzzPrefixOps,kvcache,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzLoop,graph,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzChatCompletions,server,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzParseGBNF,grammar)
+	$(call fuzz1,FuzzFromJSONSchema,grammar)
+	$(call fuzz1,FuzzMatcher,grammar,$(FUZZX_SLOW))
 
 fuzz-check:
 	@missing=$$(grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \

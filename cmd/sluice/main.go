@@ -53,6 +53,7 @@ func init() {
 		{"quantize", "quantize -m IN [--tokenizer TOK] -o OUT.gguf --type q8_0|q4_0|int8-gN|int4-gN|nf4", "write a copy of a model with quantized weight matrices", cmdQuantize},
 		{"serve", serveUsage, "serve the OpenAI-compatible HTTP API", cmdServe},
 		{"prune", "prune -m IN [--tokenizer TOK] -o OUT.gguf (--sparsity S [--global] | --nm N:M)", "write a copy of a model with magnitude-pruned weight matrices", cmdPrune},
+		{"grammar", grammarUsage, "check a text against a GBNF grammar or JSON Schema (as generation would constrain it)", cmdGrammar},
 		{"version", "version", "print the version of this build", cmdVersion},
 	}
 }
@@ -74,6 +75,10 @@ var errUsage = errors.New("usage")
 func exitCode(err error) int {
 	if errors.Is(err, errUsage) {
 		return 2
+	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		return xe.code
 	}
 	return 1
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGrammarCheck(t *testing.T) {
+	const schema = `{"type":"object","properties":{"id":{"type":"integer","minimum":1},"name":{"type":"string","maxLength":20}},"required":["id","name"],"additionalProperties":false}`
+	dir := t.TempDir()
+	sf := filepath.Join(dir, "s.json")
+	gf := filepath.Join(dir, "g.gbnf")
+	in := filepath.Join(dir, "in.json")
+	for p, s := range map[string]string{sf: schema, gf: "root ::= \"a\" [0-9]+\n", in: `{"id":3,"name":"Zoë"}`} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name, stdin string
+		args        []string
+		code        int
+		want        string // in stdout (code 0) or the error
+	}{
+		{"schema ok", `{"id":1,"name":"x"}`, []string{"--json-schema", schema}, 0, "ok: 19 bytes"},
+		{"schema file and input file", "", []string{"--json-schema-file", sf, in}, 0, "ok: 22 bytes"},
+		{"stdin dash", `{"id":1,"name":"x"}`, []string{"--json-schema-file", sf, "-"}, 0, "ok"},
+		{"out of range", `{"id":0,"name":"x"}`, []string{"--json-schema", schema}, 1, `standard input: not in the language: byte 6: found '0', expected '1'..'9'`},
+		{"wrong order", `{"name":"x","id":1}`, []string{"--json-schema", schema}, 1, `byte 2: found 'n', expected 'i'`},
+		{"short", `{"id":1`, []string{"--json-schema", schema}, 1, `byte 7: found end of input, expected one of ',', '0'..'9'`},
+		{"trailing newline", "{\"id\":1,\"name\":\"x\"}\n", []string{"--json-schema", schema}, 1, `byte 19: found '\n', expected end of input`},
+		{"unsupported keyword", `{}`, []string{"--json-schema", `{"type":"object","patternProperties":{"a":{}}}`}, 2, `keyword "patternProperties"`},
+		{"invalid schema JSON", `{}`, []string{"--json-schema", `{"type":`}, 2, `invalid JSON`},
+		{"empty enum", `1`, []string{"--json-schema", `{"enum":[]}`}, 2, `keyword "enum": empty`},
+		{"empty language", `1`, []string{"--json-schema", `{"type":"integer","minimum":3,"maximum":2}`}, 2, `no JSON value satisfies the schema`},
+		{"gbnf ok", `a12`, []string{"--grammar-file", gf}, 0, "ok: 3 bytes"},
+		{"gbnf text", `ab`, []string{"--grammar", `root ::= "a" "b"`}, 0, "ok"},
+		{"gbnf mismatch", `ab`, []string{"--grammar-file", gf}, 1, `byte 1: found 'b', expected '0'..'9'`},
+		{"gbnf syntax error", `a`, []string{"--grammar", "root ::= \"a\"\nx ::= [a-"}, 2, `line 2 col 10: unterminated character class`},
+		{"gbnf file error names the file", `a`, []string{"--grammar-file", sf}, 2, sf + `: grammar: line 1 col 1: expected a rule name, found '{'`},
+		{"two sources", `a`, []string{"--grammar", `root ::= "a"`, "--json-schema", `{}`}, 2, "exactly one of"},
+		{"no source", `a`, nil, 2, "exactly one of"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := cli(t, c.stdin, append([]string{"grammar", "check"}, c.args...)...)
+			code := 0
+			if err != nil {
+				code = exitCode(err)
+			}
+			if code != c.code {
+				t.Fatalf("exit %d (%v), want %d", code, err, c.code)
+			}
+			got := out
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, c.want) {
+				t.Errorf("got %q, want it to contain %q", got, c.want)
+			}
+		})
+	}
+	out, _, err := cli(t, "", "grammar", "check", "--print-grammar", "--grammar", `root ::= "a"{2}`)
+	if err != nil || out != "root ::= \"a\" \"a\"\n" {
+		t.Errorf("--print-grammar: %q, %v", out, err)
+	}
+}
+
+// TestGrammarCheckTokens feeds texts through a real vocabulary's masks:
+// SentencePiece pieces, byte-fallback pieces for characters the 512-token
+// vocabulary lacks, and the end-of-generation token.
+func TestGrammarCheckTokens(t *testing.T) {
+	_, _, gg, _ := stories(t)
+	const schema = `{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id","name"],"additionalProperties":false}`
+	out, _, err := cli(t, `{"id":12,"name":"Zoë 😀 once upon a time"}`, "grammar", "check", "--json-schema", schema, "-m", gg)
+	if err != nil || !strings.HasPrefix(out, "ok: 45 bytes, ") {
+		t.Fatalf("%q, %v", out, err)
+	}
+	_, _, err = cli(t, `{"id":12,"name":"x"} `, "grammar", "check", "--json-schema", schema, "-m", gg)
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "is not allowed by the mask: expected end of input") {
+		t.Fatalf("trailing space: %v", err)
+	}
+	_, _, err = cli(t, `{"id":12`, "grammar", "check", "--json-schema", schema, "-m", gg)
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "byte 8: found end of input") {
+		t.Fatalf("short: %v", err)
+	}
+}
