@@ -426,7 +426,7 @@ func (e *Engine) Close() error {
 	err := <-e.ran
 	e.ran <- err
 	e.stop()
-	if cerr := e.env.Sched.KV.Close(); err == nil {
+	if cerr := e.env.Sched.Cache.Close(); err == nil {
 		err = cerr // the KV budget's spill file
 	}
 	if cerr := e.env.Loop.Close(); err == nil {

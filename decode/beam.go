@@ -44,7 +44,7 @@ type search struct {
 // NewBeam makes the strategy over the scheduler's KV cache; eos lists a
 // session's end-of-sequence ids.
 func NewBeam(sc *sched.Scheduler, eos func(*session.Session) []int32) *Beam {
-	return &Beam{sc: sc, kv: sc.KV, eos: eos, search: map[*session.Session]*search{}}
+	return &Beam{sc: sc, kv: sc.Cache, eos: eos, search: map[*session.Session]*search{}}
 }
 
 // Owns claims the requests that ask for beam search.
@@ -122,12 +122,12 @@ func (r *Beam) start(q *session.Session) (*search, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", q.Req.ID, err)
 	}
-	s := &search{b: b, ids: []int32{q.KV}}
+	s := &search{b: b, ids: []int32{q.Seq}}
 	for len(s.free) < o.NumBeams-1 {
-		id, ok := r.sc.TakeKV()
+		id, ok := r.sc.TakeSeq()
 		if !ok {
 			for _, id := range s.free {
-				r.sc.GiveKV(id)
+				r.sc.GiveSeq(id)
 			}
 			return nil, fmt.Errorf("request %s: num_beams = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, o.NumBeams, o.NumBeams, len(s.free)+1)
 		}
@@ -204,7 +204,7 @@ func (r *Beam) step(q *session.Session, s *search, logits func(int) []float32) e
 	}
 	s.ids = ids
 	// The session follows beam 0: its sequence and its tokens.
-	q.KV = ids[0]
+	q.Seq = ids[0]
 	q.SetGenerated(s.b.Tokens(0))
 	return nil
 }
@@ -217,7 +217,7 @@ func (r *Beam) forget() {
 			continue
 		}
 		for _, id := range append(s.free, s.ids[1:]...) {
-			r.sc.GiveKV(id)
+			r.sc.GiveSeq(id)
 		}
 		delete(r.search, q)
 	}

@@ -108,8 +108,8 @@ func TestBeamSearchEngine(t *testing.T) {
 				if _, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: 1}); err != nil {
 					t.Fatal(err)
 				}
-				if st := eng.Stats(); st.KV.PagesInUse != 0 {
-					t.Fatalf("after the beam search: %d KV pages in use, want 0", st.KV.PagesInUse)
+				if st := eng.Stats(); st.Cache.PagesInUse != 0 {
+					t.Fatalf("after the beam search: %d KV pages in use, want 0", st.Cache.PagesInUse)
 				}
 			})
 		}

@@ -56,7 +56,7 @@ const bestOfStream = 0xB0F << 32
 
 // NewBestOf makes the strategy over the scheduler's KV sequences.
 func NewBestOf(sc *sched.Scheduler) *BestOf {
-	return &BestOf{sc: sc, kv: sc.KV, runs: map[*session.Session]*bestOfRun{}}
+	return &BestOf{sc: sc, kv: sc.Cache, runs: map[*session.Session]*bestOfRun{}}
 }
 
 // Owns claims the requests that ask for more than one candidate.
@@ -111,13 +111,13 @@ func (b *BestOf) Expand(_ context.Context, st *sched.Step, spans []int) error {
 
 func (b *BestOf) start(q *session.Session) (*bestOfRun, error) {
 	k := q.Req.BestOf
-	r := &bestOfRun{own: q.KV, cands: make([]candidate, k)}
-	r.cands[0].seq = q.KV
+	r := &bestOfRun{own: q.Seq, cands: make([]candidate, k)}
+	r.cands[0].seq = q.Seq
 	for c := 1; c < k; c++ {
-		id, ok := b.sc.TakeKV()
+		id, ok := b.sc.TakeSeq()
 		if !ok {
 			for _, cd := range r.cands[1:c] {
-				b.sc.GiveKV(cd.seq)
+				b.sc.GiveSeq(cd.seq)
 			}
 			return nil, fmt.Errorf("request %s: best_of = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, k, k, c)
 		}
@@ -212,7 +212,7 @@ func (b *BestOf) step(q *session.Session, r *bestOfRun, st *sched.Step) error {
 		b.kv.Free(r.own)
 		r.own = cd.seq
 	}
-	q.KV = cd.seq
+	q.Seq = cd.seq
 	q.SetGenerated(cd.toks)
 	return nil
 }
@@ -236,7 +236,7 @@ func (b *BestOf) forget() {
 		}
 		for _, cd := range r.cands {
 			if cd.seq != r.own {
-				b.sc.GiveKV(cd.seq)
+				b.sc.GiveSeq(cd.seq)
 			}
 		}
 		delete(b.runs, q)

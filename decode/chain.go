@@ -30,7 +30,7 @@ func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx [
 				q := st.Spans[i].S
 				s := d.seqs[q]
 				x := s.chain[len(s.chain)-1]
-				b.Add(x, s.fed, q.KV, true)
+				b.Add(x, s.fed, q.Seq, true)
 				s.fed++
 			}
 		}
@@ -70,7 +70,7 @@ func (chainMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func
 func chainRows(nb *input.Batch, s *seqState, q *session.Session) int {
 	root := int32(q.Cached)
 	for k, x := range s.chain {
-		nb.AddChild(x, root+1+int32(k), q.KV, -1, -1, true)
+		nb.AddChild(x, root+1+int32(k), q.Seq, -1, -1, true)
 	}
 	return len(s.chain)
 }
@@ -121,7 +121,7 @@ func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32)
 	if d.kv != nil {
 		// The draft was fed the root and the first γ-1 proposals.
 		fedDraft := min(acc, len(s.chain)-1)
-		if err := d.kv.Truncate(q.KV, int32(q.Cached)+1+int32(fedDraft)); err != nil {
+		if err := d.kv.Truncate(q.Seq, int32(q.Cached)+1+int32(fedDraft)); err != nil {
 			return nil, nil, fmt.Errorf("draft cache: %w", err)
 		}
 		s.fed = int32(q.Cached) + 1 + int32(fedDraft)

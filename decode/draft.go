@@ -345,13 +345,13 @@ func (d *Speculative) forget() {
 func (d *Speculative) state(q *session.Session) *seqState {
 	s := d.seqs[q]
 	if s == nil {
-		s = &seqState{seq: q.KV}
+		s = &seqState{seq: q.Seq}
 		if d.o.Mode == SpecExec {
 			s.tree, _ = spec.NewTree(0, d.o.Tree) // options validated in New
 		}
 		d.seqs[q] = s
 		if d.kv != nil {
-			d.kv.Free(q.KV) // a KV id reused from a finished session
+			d.kv.Free(q.Seq) // a KV id reused from a finished session
 		}
 	}
 	return s
@@ -391,7 +391,7 @@ func (d *Speculative) catchUp(b *input.Batch, st *sched.Step, idx []int) {
 		s := d.state(q)
 		root := int32(q.Cached) // the root's position = its slot
 		for p := s.fed; p <= root; p++ {
-			b.Add(q.Tokens[p], p, q.KV, p == root)
+			b.Add(q.Tokens[p], p, q.Seq, p == root)
 		}
 		s.fed = root + 1
 	}
@@ -405,7 +405,7 @@ func (d *Speculative) forward(ctx context.Context, b *input.Batch, slots *[]int3
 		return err
 	}
 	st := d.st
-	st.Batch, st.KV, st.Mask = b, pass, pass.Mask()
+	st.Batch, st.Pass, st.Mask = b, pass, pass.Mask()
 	if err := model.Forward(ctx, d.m, st, d.store, 0); err != nil {
 		pass.Abort()
 		return err
@@ -486,7 +486,7 @@ func (d *Speculative) Settle(_ context.Context, st *sched.Step, i int) error {
 	if err != nil {
 		return fmt.Errorf("speculative decoding: request %s: %w", q.Req.ID, err)
 	}
-	if err := d.cache.Commit(q.KV, keep); err != nil {
+	if err := d.cache.Commit(q.Seq, keep); err != nil {
 		return fmt.Errorf("request %s: commit of %d verified rows: %w", q.Req.ID, len(keep), err)
 	}
 	q.Cached += len(keep)

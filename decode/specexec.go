@@ -100,7 +100,7 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 			root := int32(q.Cached)
 			for _, id := range ids {
 				n := s.tree.Node(id)
-				b.AddChild(n.Token, root+int32(n.Depth), q.KV, -1, s.slot[n.Parent], true)
+				b.AddChild(n.Token, root+int32(n.Depth), q.Seq, -1, s.slot[n.Parent], true)
 			}
 			round = append(round, exp{s, q, ids})
 		}
@@ -158,7 +158,7 @@ func (treeMode) rows(nb *input.Batch, s *seqState, q *session.Session, start int
 		if parents[k] >= 0 {
 			parent = start + 1 + parents[k]
 		}
-		s.row[id] = int32(nb.AddChild(n.Token, root+int32(n.Depth), q.KV, parent, -1, true))
+		s.row[id] = int32(nb.AddChild(n.Token, root+int32(n.Depth), q.Seq, parent, -1, true))
 	}
 	return len(nodes)
 }
@@ -188,7 +188,7 @@ func (treeMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(
 		dkeep = append(dkeep, s.slot[id])
 	}
 	if s.open {
-		if err := d.kv.CommitPath(q.KV, dkeep); err != nil {
+		if err := d.kv.CommitPath(q.Seq, dkeep); err != nil {
 			return nil, nil, fmt.Errorf("draft cache: %w", err)
 		}
 	}

@@ -34,7 +34,7 @@ func (a Arch) KVBytesPerToken() int64 {
 type Block interface {
 	Index() int
 	// Forward runs the block over st.Hidden in place, reading and writing the
-	// KV cache through st.KV.Layer(Index()).
+	// KV cache through st.Pass.Layer(Index()).
 	Forward(ctx context.Context, st *State, w offload.Store) error
 	// Weights lists what the block reads (what a prefetcher would load).
 	Weights() []offload.Ref

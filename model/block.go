@@ -151,7 +151,7 @@ func AttendRows(pool *kernels.Pool, st *State, layer *kvcache.Layer, att, q []fl
 	}
 	qd := shape.Heads * shape.HeadDim
 	j := 0 // rows[j] is the first listed row not yet attended
-	for _, run := range st.KV.Runs() {
+	for _, run := range st.Pass.Runs() {
 		lo, hi := run.Start, run.Start+run.Rows
 		for j < len(rows) && int(rows[j]) < lo {
 			j++
@@ -201,7 +201,7 @@ func subMask(s, m *kernels.Mask, a, b int) *kernels.Mask {
 func Attend(pool *kernels.Pool, st *State, layer *kvcache.Layer, att, q []float32, shape kernels.AttnShape,
 	rowMask func(lo, hi int) *kernels.Mask, scoreSlot int) {
 	qd := shape.Heads * shape.HeadDim
-	for _, run := range st.KV.Runs() {
+	for _, run := range st.Pass.Runs() {
 		kv := layer.View(run.Seq)
 		lo, hi := run.Start, run.Start+run.Rows
 		mask := run.Mask

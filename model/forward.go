@@ -8,7 +8,7 @@ import (
 
 // Forward is one forward pass over st.Batch, for any model (a target or a
 // draft): the embedding, every block in order, and the head's logits for the
-// rows listed in st.Batch.Outputs. st.KV must hold the batch's reservation in
+// rows listed in st.Batch.Outputs. st.Pass must hold the batch's reservation in
 // the model's KV cache. Ahead > 0 hints the store, before each block, about
 // the weights of the block Ahead blocks further on (RunBlocks).
 //

@@ -80,7 +80,7 @@ func Load(ctx context.Context, o LoadOptions) (*Loaded, error) {
 	}
 	if pl, ok := store.(offload.Planner); ok {
 		// The ssd tier pins and streams by layer: tell it the layers.
-		var lay offload.Layout
+		var lay offload.Usage
 		for _, b := range m.Blocks() {
 			lay.Layers = append(lay.Layers, b.Weights())
 		}

@@ -13,7 +13,7 @@ type State struct {
 	Batch  *input.Batch
 	Hidden []float32     // (rows, Dim)
 	Logits []float32     // (len(Batch.Outputs), Vocab), written by Head
-	KV     *kvcache.Pass // this batch's reservation in the KV cache
+	Pass   *kvcache.Pass // this batch's reservation in the KV cache
 	Mask   *kernels.Mask // KV.Mask(), kept here so every layer sees the same one
 	// Adapter names the LoRA adapter set (Adaptable.AddAdapter) this batch
 	// runs with; "" is the base model alone.

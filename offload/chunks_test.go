@@ -12,7 +12,7 @@ import (
 
 // cacheFile is six layers of three 40,000-byte tensors (a layer is 120 KiB
 // in its buffer, chunks 8 KiB), and the budgets' units.
-func cacheFile(t *testing.T) (path string, data []byte, lay Layout, o Options, minimum, layer int64) {
+func cacheFile(t *testing.T) (path string, data []byte, lay Usage, o Options, minimum, layer int64) {
 	t.Helper()
 	path, infos, lay := layeredSizes(t, 6, 40000, 40000, 40000)
 	data, err := os.ReadFile(path)

@@ -259,8 +259,9 @@ func (s Stats) HitRate() float64 {
 	return 0
 }
 
-// Layout is what a model tells a Planner about its weights.
-type Layout struct {
+// Usage is how a model uses its weights, which a Planner lays out (not
+// kernels.Layout, the byte layout of one weight).
+type Usage struct {
 	// Layers[i] are block i's tensors, in the order the block acquires
 	// them; blocks run in this order every pass.
 	Layers [][]Ref
@@ -273,7 +274,7 @@ type Layout struct {
 // (the ssd tier): every tensor neither a layer's nor in Rows is pinned.
 // model.Load calls it after binding.
 type Planner interface {
-	Plan(ctx context.Context, l Layout) error
+	Plan(ctx context.Context, l Usage) error
 }
 
 // RowReader is a Store that reads single rows of the tensors it holds by

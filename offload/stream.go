@@ -174,7 +174,7 @@ func (s *streamStore) Lookup(name string) (Ref, bool) {
 }
 
 // Plan implements Planner.
-func (s *streamStore) Plan(ctx context.Context, l Layout) error {
+func (s *streamStore) Plan(ctx context.Context, l Usage) error {
 	if s.planned {
 		return fmt.Errorf("offload: the store is planned already")
 	}

@@ -18,12 +18,12 @@ import (
 // layered writes a file of nLayers layers of three tensors (sizes chosen so
 // tensors straddle page boundaries) plus an embedding, a norm and a head,
 // and returns its path, the infos and the layout.
-func layered(t *testing.T, nLayers int) (string, []tensor.Info, Layout) {
+func layered(t *testing.T, nLayers int) (string, []tensor.Info, Usage) {
 	t.Helper()
 	return layeredSizes(t, nLayers, 4100, 96, 9000)
 }
 
-func layeredSizes(t testing.TB, nLayers int, sizes ...int64) (string, []tensor.Info, Layout) {
+func layeredSizes(t testing.TB, nLayers int, sizes ...int64) (string, []tensor.Info, Usage) {
 	t.Helper()
 	var infos []tensor.Info
 	off := int64(0)
@@ -36,7 +36,7 @@ func layeredSizes(t testing.TB, nLayers int, sizes ...int64) (string, []tensor.I
 	emb := add("token_embd.weight", 16*40)
 	infos[len(infos)-1].Shape = []int{16, 10} // 16 rows of 40 bytes
 	emb = infos[len(infos)-1]
-	var lay Layout
+	var lay Usage
 	for l := range nLayers {
 		var refs []Ref
 		for j, size := range sizes {
@@ -55,7 +55,7 @@ func layeredSizes(t testing.TB, nLayers int, sizes ...int64) (string, []tensor.I
 	return writeFile(t, data), infos, lay
 }
 
-func openSSD(t testing.TB, path string, infos []tensor.Info, lay Layout, o Options) (*streamStore, error) {
+func openSSD(t testing.TB, path string, infos []tensor.Info, lay Usage, o Options) (*streamStore, error) {
 	t.Helper()
 	o.Files, o.Tier = []File{{Path: path, Tensors: infos}}, SSD
 	s, err := Open(context.Background(), o)
@@ -71,7 +71,7 @@ func openSSD(t testing.TB, path string, infos []tensor.Info, lay Layout, o Optio
 
 // pass acquires every layer in order as a block does (all its tensors,
 // then releases them), hinting ahead layers in advance, and checks bytes.
-func pass(t testing.TB, s Store, data []byte, lay Layout, ahead int) {
+func pass(t testing.TB, s Store, data []byte, lay Usage, ahead int) {
 	t.Helper()
 	ctx := context.Background()
 	for l, refs := range lay.Layers {

@@ -147,7 +147,7 @@ func buildLayers(b *BuildContext) (graph.AnyPort, error) {
 	}
 	for lo := 0; lo < len(blocks); lo += per {
 		hi := min(lo+per, len(blocks))
-		layer := &stages.Layers{E: b.Env, Blocks: blocks[lo:hi], All: blocks, Ahead: lp.PrefetchAhead}
+		layer := &stages.Blocks{E: b.Env, Blocks: blocks[lo:hi], All: blocks, Ahead: lp.PrefetchAhead}
 		name := fmt.Sprintf("%s.%02d", b.Stage.ID, lo)
 		if hi-lo > 1 {
 			name = fmt.Sprintf("%s.%02d-%02d", b.Stage.ID, lo, hi-1)
@@ -164,7 +164,7 @@ func buildSample(b *BuildContext) (graph.AnyPort, error) {
 	if err != nil {
 		return graph.AnyPort{}, err
 	}
-	return b.CloseLoop(graph.Then(b.Stage.ID, in, &stages.Sample{E: b.Env}, b.Options()...))
+	return b.CloseLoop(graph.Then(b.Stage.ID, in, &stages.Settle{E: b.Env}, b.Options()...))
 }
 
 func buildDetokenize(b *BuildContext) (graph.AnyPort, error) {
@@ -184,7 +184,7 @@ func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 	o := dp.Options()
 	o.MaxSeqs, o.Context, o.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
 	o.KVBudget, o.SpillDir = b.Env.DraftKVBudget, so.SpillDir
-	s, err := decode.NewSpeculative(b.Env.Draft, b.Env.Sched.KV, o)
+	s, err := decode.NewSpeculative(b.Env.Draft, b.Env.Sched.Cache, o)
 	if err != nil {
 		return graph.AnyPort{}, err
 	}

@@ -81,10 +81,10 @@ func runKV(t *testing.T, l *model.Loaded, prompts [][]int32, budget int64) ([]kv
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st.KV.PagesInUse != 0 {
-		t.Errorf("%d KV pages still in use after every request ended", st.KV.PagesInUse)
+	if st.Cache.PagesInUse != 0 {
+		t.Errorf("%d KV pages still in use after every request ended", st.Cache.PagesInUse)
 	}
-	return out, st.KV
+	return out, st.Cache
 }
 
 // Issue 10, must show 4: eight sequences of 512 tokens under a KV budget of
@@ -195,7 +195,7 @@ func TestDraftKVUnderBudget(t *testing.T) {
 		if st.Rounds == 0 {
 			t.Fatalf("%s: no draft was verified", preset)
 		}
-		return texts, e.Stats().KV.Spill, st.KV, st.TokensPerPass()
+		return texts, e.Stats().Cache.Spill, st.KV, st.TokensPerPass()
 	}
 	const budget = 512 << 10 // of about 2 × 2.3 MiB the two caches need whole
 	presets := []string{"specexec", "chain"}

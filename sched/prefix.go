@@ -51,7 +51,7 @@ func (s *Scheduler) mapPrefix(q *session.Session) {
 	if !s.prefixable(q) {
 		return
 	}
-	n, err := s.KV.MapPrefix(q.KV, s.salt(q), q.Tokens[:q.NPrompt])
+	n, err := s.Cache.MapPrefix(q.Seq, s.salt(q), q.Tokens[:q.NPrompt])
 	if err != nil {
 		q.Fail(fmt.Errorf("sched: request %s: %w", q.Req.ID, err))
 		return
@@ -64,10 +64,10 @@ func (s *Scheduler) mapPrefix(q *session.Session) {
 // ends a session with tokens its sequence does not hold, as beam search and
 // best_of do, leaves Cached at the prompt: session.FinishBeams).
 func (s *Scheduler) publish(q *session.Session) {
-	if !s.o.PrefixCache || q.KV < 0 {
+	if !s.o.PrefixCache || q.Seq < 0 {
 		return
 	}
-	s.KV.Publish(q.KV, s.salt(q), q.Tokens[:min(q.Cached, len(q.Tokens))])
+	s.Cache.Publish(q.Seq, s.salt(q), q.Tokens[:min(q.Cached, len(q.Tokens))])
 }
 
 // publishActive publishes what the active sessions computed since the last
@@ -83,7 +83,7 @@ func (s *Scheduler) publishActive() {
 func (s *Scheduler) promptKeys(q *session.Session) []kvcache.PrefixKey {
 	k, ok := s.keys[q]
 	if !ok {
-		k = kvcache.PrefixKeys(s.salt(q), q.Tokens[:q.NPrompt], s.KV.Options().PageTokens)
+		k = kvcache.PrefixKeys(s.salt(q), q.Tokens[:q.NPrompt], s.Cache.Options().PageTokens)
 		s.keys[q] = k
 	}
 	return k
@@ -96,7 +96,7 @@ func (s *Scheduler) waits(q *session.Session) bool {
 		return false
 	}
 	mine := s.promptKeys(q)
-	pt := s.KV.Options().PageTokens
+	pt := s.Cache.Options().PageTokens
 	for _, a := range s.active {
 		if a.Cached >= a.NPrompt || !s.prefixable(a) {
 			continue

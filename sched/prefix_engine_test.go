@@ -130,7 +130,7 @@ func TestPrefixCacheSameText(t *testing.T) {
 		if mapped < len(jobs)-1 {
 			t.Fatalf("threads=%d: %d of %d requests mapped the shared 4 pages: the prefix cache did not serve them", threads, mapped, len(jobs))
 		}
-		st := e.Stats().KV
+		st := e.Stats().Cache
 		if st.PagesInUse != 0 || st.Prefix.HitTokens < int64(64*(len(jobs)-1)) {
 			t.Fatalf("threads=%d: %d pages in use after the requests, prefix counters %+v", threads, st.PagesInUse, st.Prefix)
 		}

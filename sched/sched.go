@@ -144,13 +144,13 @@ type Stats struct {
 	Steps          int64
 	Rows           int64 // rows of every step so far
 	MaxSeqs        int   // the most sessions one step has carried
-	KV             kvcache.Stats
+	Cache          kvcache.Stats
 }
 
 // Scheduler admits sessions and plans steps.
 type Scheduler struct {
-	o  Options
-	KV *kvcache.Cache
+	o     Options
+	Cache *kvcache.Cache
 
 	vocab   int
 	scratch sample.Scratch        // the sampler's, lent to every session (Finish samples one at a time)
@@ -166,7 +166,7 @@ type Scheduler struct {
 	active   []*session.Session // oldest first
 	held     []*session.Session // taken from the queue, waiting for a shared prefix (prefix.go)
 	keys     map[*session.Session][]kvcache.PrefixKey
-	freeKV   []int32
+	freeSeqs []int32
 	shutdown bool // Shutdown: cancel everything at the next Plan
 	steps    int64
 	rows     int64
@@ -207,7 +207,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 	// it creates a context, not in the first decode.
 	runtime.GC()
 	s := &Scheduler{
-		o: o, KV: kv, vocab: a.Vocab,
+		o: o, Cache: kv, vocab: a.Vocab,
 		space:   make(chan struct{}, 1),
 		queue:   make(chan *session.Session, o.MaxSeqs),
 		retired: make(chan *session.Session, o.MaxSeqs),
@@ -215,7 +215,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 		keys:    map[*session.Session][]kvcache.PrefixKey{},
 	}
 	for i := o.MaxSeqs - 1; i >= 0; i-- {
-		s.freeKV = append(s.freeKV, int32(i))
+		s.freeSeqs = append(s.freeSeqs, int32(i))
 	}
 	return s, nil
 }
@@ -360,7 +360,7 @@ func (s *Scheduler) Retired() <-chan *session.Session { return s.retired }
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Queued: len(s.queue) + len(s.held), Active: len(s.active), Steps: s.steps, Rows: s.rows, MaxSeqs: s.maxSeqs, KV: s.KV.Stats()}
+	return Stats{Queued: len(s.queue) + len(s.held), Active: len(s.active), Steps: s.steps, Rows: s.rows, MaxSeqs: s.maxSeqs, Cache: s.Cache.Stats()}
 }
 
 // Plan builds the next step's batch into st (Reserve then takes its KV
@@ -369,7 +369,7 @@ func (s *Scheduler) Stats() Stats {
 func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 	st.Spans, st.Err, st.Done = st.Spans[:0], nil, false
 	for {
-		if err := s.admit(ctx); err != nil {
+		if err := s.activate(ctx); err != nil {
 			return err
 		}
 		if st.Done = s.idleAndClosed(); st.Done {
@@ -382,9 +382,9 @@ func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 	}
 }
 
-// admit moves queued sessions into the active set while there is room; with
+// activate moves queued sessions into the active set while there is room; with
 // none active it blocks for the first one (or for Close).
-func (s *Scheduler) admit(ctx context.Context) error {
+func (s *Scheduler) activate(ctx context.Context) error {
 	if s.o.PrefixCache {
 		s.mu.Lock()
 		s.publishActive()
@@ -442,9 +442,9 @@ func (s *Scheduler) admit(ctx context.Context) error {
 			s.mu.Unlock()
 			continue
 		}
-		q.KV = s.freeKV[len(s.freeKV)-1]
+		q.Seq = s.freeSeqs[len(s.freeSeqs)-1]
 		q.Scratch = &s.scratch
-		s.freeKV = s.freeKV[:len(s.freeKV)-1]
+		s.freeSeqs = s.freeSeqs[:len(s.freeSeqs)-1]
 		s.mapPrefix(q)
 		s.active = append(s.active, q)
 		s.mu.Unlock()
@@ -517,12 +517,12 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 	budget := s.o.MaxBatchTokens
 	// Under a KV budget a pass pins one layer of its sequences' pages: take
 	// sessions, oldest first, while theirs fit (the oldest always does).
-	frames := s.KV.MaxPassFrames()
+	frames := s.Cache.MaxPassFrames()
 	fits := func(q *session.Session, n int) bool {
 		if frames < 0 {
 			return true
 		}
-		need := s.KV.PassNeed(q.Cached + n + s.o.Headroom)
+		need := s.Cache.PassNeed(q.Cached + n + s.o.Headroom)
 		if need > frames {
 			return false
 		}
@@ -540,7 +540,7 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 			if out {
 				sp.NOut++
 			}
-			b.Add(q.Tokens[i], int32(i), q.KV, out)
+			b.Add(q.Tokens[i], int32(i), q.Seq, out)
 		}
 		st.Spans = append(st.Spans, sp)
 		budget -= n
@@ -569,11 +569,11 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 // tree), at the model's door (the embed stage). A batch the cache cannot take
 // fails the step's sessions (Err is set), not the engine.
 func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
-	if st.State.KV != nil || st.Err != nil {
+	if st.State.Pass != nil || st.Err != nil {
 		return nil
 	}
 	b := st.State.Batch
-	pass, err := s.KV.Begin(ctx, b)
+	pass, err := s.Cache.Begin(ctx, b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -583,7 +583,7 @@ func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
 		st.Err = fmt.Errorf("sched: %w", err)
 		return nil
 	}
-	st.State.KV, st.State.Mask = pass, pass.Mask()
+	st.State.Pass, st.State.Mask = pass, pass.Mask()
 	s.mu.Lock()
 	s.steps++
 	s.rows += int64(b.Len())
@@ -598,8 +598,8 @@ func (s *Scheduler) Reserve(ctx context.Context, st *Step) error {
 // or the head left fewer logits than output rows, every session of the step
 // fails instead and it reports false.
 func (s *Scheduler) EndPass(st *Step) bool {
-	kv := st.State.KV
-	st.State.KV, st.State.Mask = nil, nil
+	kv := st.State.Pass
+	st.State.Pass, st.State.Mask = nil, nil
 	if st.Err != nil {
 		if kv != nil {
 			kv.Abort()
@@ -629,44 +629,44 @@ func (s *Scheduler) EndPass(st *Step) bool {
 	return true
 }
 
-// TakeKV lends a free KV-cache sequence id beyond a session's own (a beam
-// search's other beams); false when none is free. GiveKV returns it, its
-// sequence already freed in the cache.
-func (s *Scheduler) TakeKV() (int32, bool) {
+// TakeSeq lends a free KV-cache sequence id beyond a session's own (a beam
+// search's other beams, best_of's other candidates); false when none is
+// free. GiveSeq returns it, its sequence freed in the cache.
+func (s *Scheduler) TakeSeq() (int32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.freeKV) == 0 {
+	if len(s.freeSeqs) == 0 {
 		return -1, false
 	}
-	id := s.freeKV[len(s.freeKV)-1]
-	s.freeKV = s.freeKV[:len(s.freeKV)-1]
+	id := s.freeSeqs[len(s.freeSeqs)-1]
+	s.freeSeqs = s.freeSeqs[:len(s.freeSeqs)-1]
 	return id, true
 }
 
-// GiveKV returns an id from TakeKV.
-func (s *Scheduler) GiveKV(id int32) {
-	s.KV.Free(id)
+// GiveSeq returns an id from TakeSeq.
+func (s *Scheduler) GiveSeq(id int32) {
+	s.Cache.Free(id)
 	s.mu.Lock()
-	s.freeKV = append(s.freeKV, id)
+	s.freeSeqs = append(s.freeSeqs, id)
 	s.mu.Unlock()
 }
 
-// Free is the number of free KV-sequence ids.
-func (s *Scheduler) FreeKV() int {
+// FreeSeqs is the number of free KV-sequence ids.
+func (s *Scheduler) FreeSeqs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.freeKV)
+	return len(s.freeSeqs)
 }
 
 // release frees q's KV sequence. s.mu held.
 func (s *Scheduler) release(q *session.Session) {
 	s.forgetKeys(q)
-	if q.KV < 0 {
+	if q.Seq < 0 {
 		return
 	}
 	s.publish(q)
-	s.KV.Free(q.KV)
-	s.freeKV = append(s.freeKV, q.KV)
-	q.KV = -1
+	s.Cache.Free(q.Seq)
+	s.freeSeqs = append(s.freeSeqs, q.Seq)
+	q.Seq = -1
 	q.Scratch = nil
 }

@@ -97,7 +97,7 @@ func TestPlanRows(t *testing.T) {
 	if b.Len() != 12 || st.Room != 0 || !slices.Equal(b.Outputs, []int32{0}) {
 		t.Errorf("batch of %d rows, room %d, outputs %v: want 12, 0, [0]", b.Len(), st.Room, b.Outputs)
 	}
-	if b.Positions[1] != 0 || b.Positions[8] != 7 || b.Seq[1] != long.KV {
+	if b.Positions[1] != 0 || b.Positions[8] != 7 || b.Seq[1] != long.Seq {
 		t.Errorf("long's rows: positions %v, seq %d", b.Positions[1:9], b.Seq[1])
 	}
 }
@@ -134,7 +134,7 @@ func TestCloseDrains(t *testing.T) {
 	if !slices.Equal(retired, []string{"a"}) {
 		t.Errorf("retired %v", retired)
 	}
-	if n := sc.FreeKV(); n != 2 {
+	if n := sc.FreeSeqs(); n != 2 {
 		t.Errorf("%d KV sequences free after the end, want 2", n)
 	}
 }

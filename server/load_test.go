@@ -88,7 +88,7 @@ func TestLoad(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	settle(t, "KV pages in use", func() bool { st := eng.Stats(); return st.KV.PagesInUse == 0 && st.Active == 0 && st.Queued == 0 })
+	settle(t, "KV pages in use", func() bool { st := eng.Stats(); return st.Cache.PagesInUse == 0 && st.Active == 0 && st.Queued == 0 })
 	if st := eng.Stats(); float64(st.Rows-before.Rows)/float64(st.Steps-before.Steps) < 2 {
 		t.Errorf("%d rows in %d steps: the clients did not share the batch", st.Rows-before.Rows, st.Steps-before.Steps)
 	}

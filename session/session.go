@@ -135,8 +135,8 @@ type Session struct {
 
 	Start, FirstToken, End time.Time
 
-	// KV is the KV-cache sequence the scheduler gave this session; -1 when none.
-	KV int32
+	// Seq is the KV-cache sequence the scheduler gave this session; -1 when none.
+	Seq int32
 	// Beams are a beam search's returned hypotheses, best first (Tokens is
 	// then the prompt and the best one).
 	Beams []spec.Hypothesis
@@ -186,7 +186,7 @@ func New(req Request, tok tokenizer.Tokenizer, o Options) *Session {
 }
 
 func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Options) *Session {
-	s := &Session{Req: req, Ctx: ctx, KV: -1, Start: time.Now(), tok: tok, context: o.Context, noStop: o.NoStop}
+	s := &Session{Req: req, Ctx: ctx, Seq: -1, Start: time.Now(), tok: tok, context: o.Context, noStop: o.NoStop}
 	so := o.Sampling
 	if req.Sampling != nil {
 		so = *req.Sampling

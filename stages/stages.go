@@ -114,25 +114,25 @@ func forward(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step], 
 type Embed struct{ E *Env }
 
 func (s *Embed) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
-	if st.State.KV == nil && st.Err == nil {
+	if st.State.Pass == nil && st.Err == nil {
 		return fmt.Errorf("embed: the step has no KV reservation: the scheduler stage must come before it")
 	}
 	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Embed(ctx, ms, s.E.Store) })
 }
 
-// Layers runs a run of consecutive transformer blocks. Before each block
+// Blocks runs a run of consecutive transformer blocks. Before each block
 // it hints the store about the weights of the block Ahead blocks further
 // down the model (All), wrapping around into the next pass, so a tier that
 // loads from disk reads them while this block computes, and layer 0 of the
 // next pass loads while the last layer computes.
-type Layers struct {
+type Blocks struct {
 	E      *Env
 	Blocks []model.Block
 	All    []model.Block // every block of the model, for the hint; nil: Blocks
 	Ahead  int           // 0: no prefetch
 }
 
-func (s *Layers) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+func (s *Blocks) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
 	all := s.All
 	if all == nil {
 		all = s.Blocks
@@ -149,12 +149,12 @@ func (s *Head) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sch
 	return forward(ctx, st, emit, s.E.Store, func(ms *model.State) error { return s.E.Model.Head(ctx, ms, s.E.Store) })
 }
 
-// Sample runs the step past the forward pass (decode.Loop.After): the KV
+// Settle runs the step past the forward pass (decode.Loop.After): the KV
 // rows become history and each session's strategy turns its logits into
 // tokens (plain decoding samples here); the step goes back to the scheduler.
-type Sample struct{ E *Env }
+type Settle struct{ E *Env }
 
-func (s *Sample) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
+func (s *Settle) Process(ctx context.Context, st *sched.Step, emit graph.Emit[*sched.Step]) error {
 	if err := s.E.Loop.After(ctx, st); err != nil {
 		return err
 	}
@@ -202,6 +202,6 @@ func (s *Detokenize) Process(ctx context.Context, q *session.Session, emit graph
 var (
 	_ graph.Stage[session.Request, *session.Session] = (*Tokenize)(nil)
 	_ graph.Stage[*session.Session, *sched.Step]     = (*Admit)(nil)
-	_ graph.Stage[*sched.Step, *sched.Step]          = (*Layers)(nil)
+	_ graph.Stage[*sched.Step, *sched.Step]          = (*Blocks)(nil)
 	_ graph.Stage[*session.Session, Result]          = (*Detokenize)(nil)
 )

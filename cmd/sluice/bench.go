@@ -348,9 +348,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			if prefix == nil {
 				prefix = &prefixReport{}
 			}
-			prefix.add(eng.Stats().KV.Prefix)
+			prefix.add(eng.Stats().Cache.Prefix)
 		}
-		if sp := eng.Stats().KV.Spill; sp.Budget > 0 {
+		if sp := eng.Stats().Cache.Spill; sp.Budget > 0 {
 			if kv == nil {
 				kv = &kvReport{}
 			}

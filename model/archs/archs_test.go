@@ -207,7 +207,7 @@ func engineGreedy(t *testing.T, l *model.Loaded, n int) (ids []int32, logits [][
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := &model.State{Batch: b, KV: p, Mask: p.Mask()}
+		st := &model.State{Batch: b, Pass: p, Mask: p.Mask()}
 		err = m.Embed(ctx, st, l.Store)
 		for _, blk := range m.Blocks() {
 			if err == nil {
@@ -285,7 +285,7 @@ func forced(t *testing.T, l *model.Loaded, ids []int32) [][]float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &model.State{Batch: b, KV: p, Mask: p.Mask()}
+	st := &model.State{Batch: b, Pass: p, Mask: p.Mask()}
 	err = m.Embed(ctx, st, l.Store)
 	for _, blk := range m.Blocks() {
 		if err == nil {

@@ -46,7 +46,7 @@ func TestLastBlockOutputRows(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.End()
-				st := &model.State{Batch: b, KV: p, Mask: p.Mask()}
+				st := &model.State{Batch: b, Pass: p, Mask: p.Mask()}
 				err = m.Embed(t.Context(), st, l.Store)
 				for _, blk := range m.Blocks() {
 					if err == nil {

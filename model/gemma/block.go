@@ -93,7 +93,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	model.QKRoPE{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: hd, RopeDim: p.RopeDim, Base: base,
 		Factors: factors, Style: p.RopeStyle, QNorm: qn, KNorm: kn, Eps: p.Eps}.Apply(m.pool, q, k, st.Batch.Positions, n)
 	kernels.Scale(q, p.AttnScale) // llama.cpp scales Q after RoPE and attends with scale 1
-	layer := st.KV.Layer(b.i)
+	layer := st.Pass.Layer(b.i)
 	layer.Put(k, v)
 	// Past the KV cache the last block computes only the rows that need
 	// logits (model.Outputs); n is their count from here on.
@@ -111,7 +111,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	if b.local {
 		lm = m.masks.Get().(*LocalMask)
 		defer m.masks.Put(lm)
-		lm.Build(st.KV.Mask(), p.Window)
+		lm.Build(st.Pass.Mask(), p.Window)
 	}
 	var rowMask func(lo, hi int) *kernels.Mask
 	if lm != nil {

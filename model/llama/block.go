@@ -147,7 +147,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 	addBias(v, vb, n)
 	model.QKRoPE{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, RopeDim: a.RopeDim, Base: a.RopeBase,
 		Factors: m.ropeFactors, Style: a.RopeStyle, QNorm: qn, KNorm: kn, Eps: a.Eps}.Apply(m.pool, q, k, st.Batch.Positions, n)
-	layer := st.KV.Layer(b.i)
+	layer := st.Pass.Layer(b.i)
 	layer.Put(k, v)
 	// Past the KV cache the last block computes only the rows that need
 	// logits (model.Outputs); n is their count from here on.

@@ -34,7 +34,7 @@ func (r *treeRunner) forward(b *input.Batch) (slots []int32, logits [][]float32)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	st := &model.State{Batch: b, KV: pass, Mask: pass.Mask()}
+	st := &model.State{Batch: b, Pass: pass, Mask: pass.Mask()}
 	m := r.l.Model
 	err = m.Embed(ctx, st, r.l.Store)
 	for _, blk := range m.Blocks() {
