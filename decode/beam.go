@@ -1,4 +1,4 @@
-// Beam search (package spec's Beam, Hugging Face's generate(num_beams=k)
+// Beam search (package beamsearch, Hugging Face's generate(num_beams=k)
 // semantics) is a request strategy: a request that sets Beam is decoded by
 // it. Its live beams are KV-cache sequences: the session's own and up to k−1
 // more lent by the scheduler. Each step it adds a row for every live beam
@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // Beam drives the beam searches of one engine.
@@ -30,7 +31,7 @@ type Beam struct {
 }
 
 type search struct {
-	b    *spec.Beam
+	b    *beamsearch.Search
 	ids  []int32 // KV sequence per live beam; ids[0] is the session's
 	free []int32 // lent ids not in use
 	outs []int   // output row per live beam this step
@@ -118,7 +119,7 @@ func (r *Beam) start(q *session.Session) (*search, error) {
 	if o.EOS == nil {
 		o.EOS = r.eos(q)
 	}
-	b, err := spec.NewBeam(o)
+	b, err := beamsearch.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", q.Req.ID, err)
 	}

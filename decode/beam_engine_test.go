@@ -6,19 +6,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
-	"github.com/sluicehq/sluice/spec"
 )
 
-// refBeam runs spec.Beam the slow way: every live beam's whole prefix
+// refBeam runs beamsearch.Search the slow way: every live beam's whole prefix
 // recomputed by a plain engine for each step (batch-invariant logits, so
 // they are the beam engine's bit for bit), no KV forks.
-func refBeam(t *testing.T, plain *sluice.Engine, prompt []int32, o spec.BeamOptions) []spec.Hypothesis {
+func refBeam(t *testing.T, plain *sluice.Engine, prompt []int32, o beamsearch.Options) []beamsearch.Hypothesis {
 	t.Helper()
-	b, err := spec.NewBeam(o)
+	b, err := beamsearch.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func logSoftmax(x []float32) []float32 {
 }
 
 // Beam search in the engine (a row per live beam, KV sequences forked
-// copy-on-write) returns exactly what spec.Beam returns over the same
+// copy-on-write) returns exactly what beamsearch.Search returns over the same
 // model's logits recomputed from scratch, for 4 and 8 beams and each
 // early_stopping mode; num_beams 1 is greedy; other requests in the same
 // batch are untouched.
@@ -69,7 +70,7 @@ func TestBeamSearchEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: n, Beam: &spec.BeamOptions{NumBeams: 1, LengthPenalty: 1}})
+	one, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: n, Beam: &beamsearch.Options{NumBeams: 1, LengthPenalty: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +78,9 @@ func TestBeamSearchEngine(t *testing.T) {
 		t.Fatalf("num_beams 1: %v, greedy %v", one.Tokens, greedy.Tokens)
 	}
 	for _, k := range []int{4, 8} {
-		for _, es := range []spec.EarlyStopping{spec.EarlyStopHeuristic, spec.EarlyStopTrue, spec.EarlyStopNever} {
+		for _, es := range []beamsearch.EarlyStopping{beamsearch.EarlyStopHeuristic, beamsearch.EarlyStopTrue, beamsearch.EarlyStopNever} {
 			t.Run(fmt.Sprintf("beams=%d/early=%d", k, es), func(t *testing.T) {
-				o := spec.BeamOptions{NumBeams: k, NumReturn: min(k, 3), LengthPenalty: 1, EarlyStopping: es, MaxNewTokens: n}
+				o := beamsearch.Options{NumBeams: k, NumReturn: min(k, 3), LengthPenalty: 1, EarlyStopping: es, MaxNewTokens: n}
 				// A plain request beside the beam search must not notice it.
 				side := make(chan sluice.Result, 1)
 				if err := eng.Submit(context.Background(), sluice.Request{ID: "side", Tokens: prompt, MaxNewTokens: n}, func(r sluice.Result) { side <- r }); err != nil {

@@ -8,10 +8,11 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // hfHyp is one sequence the transcription returns: generated ids (the
@@ -229,10 +230,10 @@ func TestBeamSearchFollowsTransformers(t *testing.T) {
 	} {
 		eos := slices.Sorted(slices.Values(append([]int32{bos, eosID}, c.stops...)))
 		want1 := greedy(c.prompt, c.n)
-		for _, early := range []spec.EarlyStopping{spec.EarlyStopHeuristic, spec.EarlyStopTrue, spec.EarlyStopNever} {
+		for _, early := range []beamsearch.EarlyStopping{beamsearch.EarlyStopHeuristic, beamsearch.EarlyStopTrue, beamsearch.EarlyStopNever} {
 			// num_beams 1: greedy decoding, its stop included.
 			one, err := eng.Complete(context.Background(), sluice.Request{Tokens: c.prompt, StopTokens: c.stops, MaxNewTokens: c.n,
-				Beam: &spec.BeamOptions{NumBeams: 1, LengthPenalty: 1, EarlyStopping: early}})
+				Beam: &beamsearch.Options{NumBeams: 1, LengthPenalty: 1, EarlyStopping: early}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,7 +254,7 @@ func TestBeamSearchFollowsTransformers(t *testing.T) {
 				const k = 3
 				name := fmt.Sprintf("%s early_stopping=%s length_penalty=%g", c.name, early, lp)
 				got, err := eng.Complete(context.Background(), sluice.Request{Tokens: c.prompt, StopTokens: c.stops, MaxNewTokens: c.n,
-					Beam: &spec.BeamOptions{NumBeams: k, NumReturn: k, LengthPenalty: lp, EarlyStopping: early}})
+					Beam: &beamsearch.Options{NumBeams: k, NumReturn: k, LengthPenalty: lp, EarlyStopping: early}})
 				if err != nil {
 					t.Fatal(err)
 				}

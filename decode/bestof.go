@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // BestOf is OpenAI's best_of as a request strategy: a request with
@@ -195,11 +196,11 @@ func (b *BestOf) step(q *session.Session, r *bestOfRun, st *sched.Step) error {
 		}
 	}
 	if live < 0 {
-		hyps := make([]spec.Hypothesis, len(r.cands))
+		hyps := make([]beamsearch.Hypothesis, len(r.cands))
 		for c, cd := range r.cands {
-			hyps[c] = spec.Hypothesis{Tokens: cd.toks, SumLogP: cd.logp, Score: cd.logp}
+			hyps[c] = beamsearch.Hypothesis{Tokens: cd.toks, SumLogP: cd.logp, Score: cd.logp}
 		}
-		slices.SortStableFunc(hyps, func(a, b spec.Hypothesis) int {
+		slices.SortStableFunc(hyps, func(a, b beamsearch.Hypothesis) int {
 			return -cmpFloat(a.Score, b.Score)
 		})
 		q.FinishBeams(hyps, q.Stops)

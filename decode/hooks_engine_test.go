@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // A beam search's OnToken sees the best hypothesis's tokens, in order, when
@@ -22,7 +23,7 @@ func TestHooksOnBeamAndSpeculative(t *testing.T) {
 	l := enginetest.Stories(t, 2)
 	eng := enginetest.Beam(t, l, 4)
 	prompt := []int32{l.Tokenizer.BOS(), 317, 269}
-	beam := &spec.BeamOptions{NumBeams: 3, LengthPenalty: 1}
+	beam := &beamsearch.Options{NumBeams: 3, LengthPenalty: 1}
 	var toks []int32
 	var text strings.Builder
 	r, err := eng.Complete(context.Background(), sluice.Request{Tokens: prompt, MaxNewTokens: 10, Beam: beam,
@@ -59,7 +60,7 @@ func TestHooksOnBeamAndSpeculative(t *testing.T) {
 		{"beam OnLogits", eng, sluice.Request{Tokens: prompt, Beam: beam, OnLogits: onLogits}, "OnLogits"},
 		{"beam temperature", eng, sluice.Request{Tokens: prompt, Beam: beam, Sampling: &sample.Options{Temperature: 0.7}}, "temperature = 0.7"},
 		{"beam repeat penalty", eng, sluice.Request{Tokens: prompt, Beam: beam, Sampling: &sample.Options{RepeatPenalty: 1.3}}, "repeat_penalty = 1.3"},
-		{"greedy beam repeat penalty", eng, sluice.Request{Tokens: prompt, Beam: &spec.BeamOptions{NumBeams: 1}, Sampling: &sample.Options{RepeatPenalty: 1.3}}, "repeat_penalty = 1.3"},
+		{"greedy beam repeat penalty", eng, sluice.Request{Tokens: prompt, Beam: &beamsearch.Options{NumBeams: 1}, Sampling: &sample.Options{RepeatPenalty: 1.3}}, "repeat_penalty = 1.3"},
 		{"speculative OnLogits", sp, sluice.Request{Prompt: "Lily", OnLogits: onLogits}, "verifies drafts"},
 	} {
 		r, err := c.eng.Complete(context.Background(), c.req)

@@ -5,12 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/internal/testutil/synthfile"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sched"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -60,14 +61,14 @@ func TestLoopOwnership(t *testing.T) {
 	loop := decode.NewLoop(sc, decode.Options{Model: l.Model, Store: l.Store})
 	rec := &recorder{}
 	loop.SetEngine(rec)
-	mk := func(id string, beam *spec.BeamOptions) *session.Session {
+	mk := func(id string, beam *beamsearch.Options) *session.Session {
 		q := session.New(session.Request{ID: id, Tokens: []int32{1, 20, 30}, Beam: beam}, l.Tokenizer, session.Options{Context: a.Context, MaxNewTokens: 3, NoStop: true})
 		if err := sc.Admit(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 		return q
 	}
-	p1, bq, p2 := mk("p1", nil), mk("beam", &spec.BeamOptions{NumBeams: 2}), mk("p2", nil)
+	p1, bq, p2 := mk("p1", nil), mk("beam", &beamsearch.Options{NumBeams: 2}), mk("p2", nil)
 	st := sched.NewStep()
 	for range 3 {
 		if err := loop.Step(ctx, st); err != nil || st.Err != nil {

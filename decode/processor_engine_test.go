@@ -6,11 +6,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sample"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // banEvery is a processor that bans one token wherever it could be drawn and
@@ -123,7 +124,7 @@ func TestProcessorsEveryStrategy(t *testing.T) {
 	be := enginetest.Beam(t, l, 4)
 	var bc [][]int32
 	r := req(&bc, nil)
-	r.Beam = &spec.BeamOptions{NumBeams: 3, NumReturn: 3, MaxNewTokens: 12}
+	r.Beam = &beamsearch.Options{NumBeams: 3, NumReturn: 3, MaxNewTokens: 12}
 	br, err := be.Complete(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)

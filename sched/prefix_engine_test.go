@@ -11,13 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/enginetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
-	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -37,7 +38,7 @@ func sharedPrompts(n int) []string {
 type prefixJob struct {
 	prompt   string
 	sampling *sample.Options // nil: greedy
-	beam     *spec.BeamOptions
+	beam     *beamsearch.Options
 	noLogits bool // a speculative pipeline refuses OnLogits
 }
 
@@ -212,7 +213,7 @@ func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 		p.Cache.NoPrefixCache = !cache
 		var jobs []prefixJob
 		for _, pr := range prompts[:3] {
-			jobs = append(jobs, prefixJob{prompt: pr, beam: &spec.BeamOptions{NumBeams: 4, NumReturn: 2, LengthPenalty: 1, MaxNewTokens: 12}})
+			jobs = append(jobs, prefixJob{prompt: pr, beam: &beamsearch.Options{NumBeams: 4, NumReturn: 2, LengthPenalty: 1, MaxNewTokens: 12}})
 		}
 		return runJobs(t, enginetest.Engine(t, l, p), jobs)
 	}

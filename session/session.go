@@ -17,8 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/sample"
-	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -95,7 +96,7 @@ type Request struct {
 	// never run with the option ignored; its logits processors (LogitBias,
 	// Processors) apply to each beam's log-softmax scores, as Hugging Face
 	// applies them.
-	Beam *spec.BeamOptions
+	Beam *beamsearch.Options
 	// BestOf > 1 samples that many candidate completions and ranks them by
 	// the sum of their tokens' log-probabilities, best first, in
 	// Session.Beams (OpenAI's best_of; the caller keeps the n it wants and
@@ -139,7 +140,7 @@ type Session struct {
 	Seq int32
 	// Beams are a beam search's returned hypotheses, best first (Tokens is
 	// then the prompt and the best one).
-	Beams []spec.Hypothesis
+	Beams []beamsearch.Hypothesis
 	// Scratch is the sampler's working memory; nil uses the session's own.
 	// The scheduler lends every session the same one (it samples them one at
 	// a time), so a session that joins finds it grown.
@@ -510,7 +511,7 @@ func (s *Session) SetGenerated(gen []int32) {
 // Tokens become the prompt and the best one (without its end-of-sequence
 // token), and Cached the prompt: Cached tokens of Tokens are always in the
 // session's KV sequence, which held whichever hypothesis it last followed.
-func (s *Session) FinishBeams(hyps []spec.Hypothesis, eos func(int32) bool) {
+func (s *Session) FinishBeams(hyps []beamsearch.Hypothesis, eos func(int32) bool) {
 	s.Beams = hyps
 	reason := FinishLength
 	var best []int32

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
-	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -170,7 +171,7 @@ func TestFinishBeams(t *testing.T) {
 	}}, tk, opts())
 	q.SetGenerated([]int32{300, 301})
 	q.Cached = len(q.Tokens)
-	hyps := []spec.Hypothesis{{Tokens: []int32{302, 303, tk.EOS()}, Score: -1}, {Tokens: []int32{300, 301}, Score: -2}}
+	hyps := []beamsearch.Hypothesis{{Tokens: []int32{302, 303, tk.EOS()}, Score: -1}, {Tokens: []int32{300, 301}, Score: -2}}
 	q.FinishBeams(hyps, q.Stops)
 	if q.Finish != session.FinishStop || !slices.Equal(q.Tokens[q.NPrompt:], []int32{302, 303}) {
 		t.Errorf("finish %q, tokens %v", q.Finish, q.Tokens[q.NPrompt:])

@@ -1,9 +1,10 @@
-// Package spec decides what speculative decoding and beam search run and what
-// they keep; the engine runs the models.
+// Package spec decides what speculative decoding runs and what it keeps; the
+// engine runs the models (decode's Speculative strategy). Beam search is
+// package beamsearch.
 //
 // Every piece is a function or a small state machine over token ids and
 // distributions (sample.Dist), with no graph, model or cache code, so the
-// draft_tree, verify and beam stages stay thin and the math is tested here on
+// engine's strategies stay thin and the math is tested here on
 // hand-built distributions:
 //
 //   - [VerifyChain]: speculative sampling for a chain of γ draft tokens
@@ -18,8 +19,6 @@
 //     over cumulative draft log-probability, one batched draft pass per
 //     [Tree.Expand], and verified by [Tree.Verify] from the target's own
 //     sampler, so its output is byte-identical to plain decoding.
-//   - [Beam]: beam search with Hugging Face generate(num_beams=k) semantics,
-//     one [Beam.Step] per forward pass over the live beams.
 //
 // Randomness comes from sample.UniformAt keyed by (seed, request, absolute
 // position, stream), never from a stateful generator, so each draw is

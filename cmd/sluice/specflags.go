@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/beamsearch"
+
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/spec"
 )
 
 // specFlags are the speculative-decoding and beam-search flags of generate,
@@ -40,7 +41,7 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 }
 
 // beam returns the beam-search options the flags ask for (nil: none).
-func (f *specFlags) beam() (*spec.BeamOptions, error) {
+func (f *specFlags) beam() (*beamsearch.Options, error) {
 	set := setFlags(f.fs)
 	if *f.beams == 0 {
 		for _, k := range []string{"num-return", "length-penalty", "early-stopping"} {
@@ -50,14 +51,14 @@ func (f *specFlags) beam() (*spec.BeamOptions, error) {
 		}
 		return nil, nil
 	}
-	o := &spec.BeamOptions{NumBeams: *f.beams, NumReturn: *f.numReturn, LengthPenalty: *f.lengthPenalty}
+	o := &beamsearch.Options{NumBeams: *f.beams, NumReturn: *f.numReturn, LengthPenalty: *f.lengthPenalty}
 	switch *f.earlyStopping {
 	case "false":
-		o.EarlyStopping = spec.EarlyStopHeuristic
+		o.EarlyStopping = beamsearch.EarlyStopHeuristic
 	case "true":
-		o.EarlyStopping = spec.EarlyStopTrue
+		o.EarlyStopping = beamsearch.EarlyStopTrue
 	case "never":
-		o.EarlyStopping = spec.EarlyStopNever
+		o.EarlyStopping = beamsearch.EarlyStopNever
 	default:
 		return nil, fmt.Errorf("--early-stopping %q: want true, false or never: %w", *f.earlyStopping, errUsage)
 	}

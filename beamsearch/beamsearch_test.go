@@ -1,4 +1,4 @@
-package spec
+package beamsearch
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ func (m beamModel) key(toks []int32) string {
 }
 
 // run drives b to the end and returns the results rendered as "tokens score".
-func (m beamModel) run(t *testing.T, b *Beam) []string {
+func (m beamModel) run(t *testing.T, b *Search) []string {
 	t.Helper()
 	for steps := 0; !b.Done(); steps++ {
 		if steps > 100 {
@@ -92,7 +92,7 @@ func TestBeamSeedExample(t *testing.T) {
 	//         (log .24) and A o1 (log .18; ties A o2, lower id wins).
 	// Step 3: both end with probability 1. With LengthPenalty 0 the scores are
 	//         the sums: B end log .36 = -1.0217 beats A continue end log .24.
-	b, err := NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
+	b, err := New(Options{NumBeams: 2, NumReturn: 2, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +105,13 @@ func TestBeamSeedExample(t *testing.T) {
 		t.Errorf("k=2: %q, want %q", got, want)
 	}
 	// Greedy (k = 1) never sees B: A continue end, .24.
-	b, _ = NewBeam(BeamOptions{NumBeams: 1, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
+	b, _ = New(Options{NumBeams: 1, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
 	if got := seedModel.run(t, b); !slices.Equal(got, want[1:]) {
 		t.Errorf("k=1: %q, want %q", got, want[1:])
 	}
 	// Length penalty 1 divides by the generated length (EOS included):
 	// A continue end log .24 / 3 = -0.4757 beats B end log .36 / 2 = -0.5108.
-	b, _ = NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
+	b, _ = New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
 	want = []string{
 		fmt.Sprintf("A continue end %.4f", math.Log(.24)/3),
 		fmt.Sprintf("B end %.4f", math.Log(.36)/2),
@@ -121,7 +121,7 @@ func TestBeamSeedExample(t *testing.T) {
 	}
 	// Length penalty 2: /9 and /4, so both three-token hypotheses (log .24/9,
 	// log .18/9) beat B end (log .36/4 = -0.2554), which is pushed out.
-	b, _ = NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 2, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
+	b, _ = New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 2, EOS: []int32{5}, MaxNewTokens: 10, Vocab: 6})
 	want = []string{
 		fmt.Sprintf("A continue end %.4f", math.Log(.24)/9),
 		fmt.Sprintf("A o1 end %.4f", math.Log(.18)/9),
@@ -185,7 +185,7 @@ func TestBeamEarlyStopping(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
-			b, err := NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, EarlyStopping: tc.mode, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
+			b, err := New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, EarlyStopping: tc.mode, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,8 +195,8 @@ func TestBeamEarlyStopping(t *testing.T) {
 		})
 	}
 	// "never" with LengthPenalty 0 uses the current length, like false.
-	b, _ := NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 0, EarlyStopping: EarlyStopNever, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
-	h, _ := NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 0, EarlyStopping: EarlyStopHeuristic, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
+	b, _ := New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 0, EarlyStopping: EarlyStopNever, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
+	h, _ := New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 0, EarlyStopping: EarlyStopHeuristic, EOS: []int32{0}, MaxNewTokens: 10, Vocab: 4})
 	if a, c := earlyModel.run(t, b), earlyModel.run(t, h); !slices.Equal(a, c) {
 		t.Errorf("never with LengthPenalty 0: %q, false: %q", a, c)
 	}
@@ -209,7 +209,7 @@ func TestBeamMaxNewTokens(t *testing.T) {
 	m := beamModel{vocab: 3, names: []string{"x", "y", "z"}, next: map[string]map[int32]float64{
 		"": {0: .5, 1: .3, 2: .2}, "x": {0: .7, 1: .3}, "y": {2: 1},
 	}}
-	b, _ := NewBeam(BeamOptions{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, MaxNewTokens: 2, Vocab: 3})
+	b, _ := New(Options{NumBeams: 2, NumReturn: 2, LengthPenalty: 1, MaxNewTokens: 2, Vocab: 3})
 	want := []string{
 		fmt.Sprintf("x x %.4f", math.Log(.35)/2),
 		fmt.Sprintf("y z %.4f", math.Log(.3)/2),
@@ -250,7 +250,7 @@ func TestBeamOneIsGreedy(t *testing.T) {
 					break
 				}
 			}
-			b, err := NewBeam(BeamOptions{NumBeams: 1, EarlyStopping: EarlyStopTrue, LengthPenalty: 1, EOS: eos, MaxNewTokens: n, Vocab: fakeVocab})
+			b, err := New(Options{NumBeams: 1, EarlyStopping: EarlyStopTrue, LengthPenalty: 1, EOS: eos, MaxNewTokens: n, Vocab: fakeVocab})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +269,7 @@ func TestBeamOneIsGreedy(t *testing.T) {
 
 func TestBeamParents(t *testing.T) {
 	// The returned parents and tokens rebuild every live beam.
-	b, _ := NewBeam(BeamOptions{NumBeams: 3, MaxNewTokens: 6, Vocab: fakeVocab})
+	b, _ := New(Options{NumBeams: 3, MaxNewTokens: 6, Vocab: fakeVocab})
 	beams := [][]int32{nil}
 	for !b.Done() {
 		rows := make([][]float32, b.Live())
@@ -302,7 +302,7 @@ func TestBeamParents(t *testing.T) {
 }
 
 func TestBeamErrors(t *testing.T) {
-	for _, o := range []BeamOptions{
+	for _, o := range []Options{
 		{NumBeams: 0, MaxNewTokens: 5, Vocab: 5},
 		{NumBeams: 6, MaxNewTokens: 5, Vocab: 5}, // more beams than the vocabulary
 		{NumBeams: 2, MaxNewTokens: 5, Vocab: 0},
@@ -312,11 +312,11 @@ func TestBeamErrors(t *testing.T) {
 		{NumBeams: 2, MaxNewTokens: 5, Vocab: 5, EOS: []int32{5}},
 		{NumBeams: 2, MaxNewTokens: 5, Vocab: 5, EarlyStopping: 7},
 	} {
-		if _, err := NewBeam(o); !errors.Is(err, ErrOptions) {
-			t.Errorf("NewBeam(%+v): err = %v, want ErrOptions", o, err)
+		if _, err := New(o); !errors.Is(err, ErrOptions) {
+			t.Errorf("New(%+v): err = %v, want ErrOptions", o, err)
 		}
 	}
-	b, _ := NewBeam(BeamOptions{NumBeams: 2, MaxNewTokens: 1, Vocab: 3})
+	b, _ := New(Options{NumBeams: 2, MaxNewTokens: 1, Vocab: 3})
 	if _, _, _, err := b.Step(nil); !errors.Is(err, ErrInput) {
 		t.Errorf("no rows: %v", err)
 	}
@@ -332,4 +332,26 @@ func TestBeamErrors(t *testing.T) {
 	if _, _, _, err := b.Step([][]float32{{-1, -2, -3}}); !errors.Is(err, ErrState) {
 		t.Errorf("Step after done: %v", err)
 	}
+}
+
+const fakeVocab = 12
+
+// fakeLogits is a deterministic "model": logits that depend on the whole
+// history through a hash, with a few strong tokens.
+func fakeLogits(history []int32, salt uint64) []float32 {
+	h := uint64(1469598103934665603)
+	for _, t := range history {
+		h = (h ^ uint64(t)) * 1099511628211
+	}
+	out := make([]float32, fakeVocab)
+	for i := range out {
+		u := sample.UniformAt(h, uint64(i), 0, 1) // a hash, not a sampling draw
+		out[i] = float32(4 * u * u * u)
+	}
+	if salt != 0 {
+		for i := range out {
+			out[i] += float32(sample.UniformAt(h, uint64(i), salt, 1))
+		}
+	}
+	return out
 }

@@ -1,7 +1,13 @@
-package spec
+// Package beamsearch is beam search as a state machine over token ids and
+// log-probabilities, with Hugging Face transformers' generate(num_beams=k)
+// semantics: no model, graph or cache, so the engine's strategy
+// (decode.Beam) stays thin and the math is tested here on hand-built
+// distributions. One Search.Step per forward pass over the live beams.
+package beamsearch
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -41,8 +47,8 @@ func (e EarlyStopping) String() string {
 	return fmt.Sprintf("EarlyStopping(%d)", int(e))
 }
 
-// BeamOptions configure a Beam. NumBeams, MaxNewTokens and Vocab are required.
-type BeamOptions struct {
+// Options configure a Beam. NumBeams, MaxNewTokens and Vocab are required.
+type Options struct {
 	NumBeams int // k, the live beams kept per step
 	// NumReturn is how many finished hypotheses Results returns, ≤ NumBeams;
 	// 0 means 1 (HF num_return_sequences).
@@ -65,7 +71,7 @@ type BeamOptions struct {
 }
 
 // Validate reports the first bad field.
-func (o BeamOptions) Validate() error {
+func (o Options) Validate() error {
 	bad := func(field string, v any, want string) error {
 		return fmt.Errorf("%w: %s = %v, want %s", ErrOptions, field, v, want)
 	}
@@ -113,7 +119,7 @@ type Hypothesis struct {
 // The engine runs one forward pass per Step over the live beams (one KV
 // sequence each; a fresh Beam has one, the prompt):
 //
-//	b, _ := spec.NewBeam(opts)
+//	b, _ := beamsearch.New(opts)
 //	for !done {
 //		// rows[i]: log-softmax of live beam i's logits, after any processing
 //		parents, tokens, done, _ = b.Step(rows)
@@ -128,8 +134,8 @@ type Hypothesis struct {
 // or masked tokens there may be fewer than k live beams; HF would carry −1e9
 // placeholder beams instead, which it never returns. Ties are broken by
 // lower beam index, then lower token id (HF's topk leaves them unspecified).
-type Beam struct {
-	o          BeamOptions
+type Search struct {
+	o          Options
 	k, keep    int
 	live       [][]int32 // generated tokens per live beam
 	scores     []float64 // cumulative log-probability per live beam
@@ -164,14 +170,14 @@ func beamBetter(a, b beamCand) bool {
 }
 
 // NewBeam validates o and returns a search with one live beam, the prompt.
-func NewBeam(o BeamOptions) (*Beam, error) {
+func New(o Options) (*Search, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if o.NumReturn == 0 {
 		o.NumReturn = 1
 	}
-	b := &Beam{o: o, k: o.NumBeams, keep: max(2, 1+len(o.EOS)) * o.NumBeams, improvable: true}
+	b := &Search{o: o, k: o.NumBeams, keep: max(2, 1+len(o.EOS)) * o.NumBeams, improvable: true}
 	b.isEOS = make(map[int32]bool, len(o.EOS))
 	for _, id := range o.EOS {
 		b.isEOS[id] = true
@@ -182,16 +188,16 @@ func NewBeam(o BeamOptions) (*Beam, error) {
 }
 
 // Live is the number of live beams: the rows the next Step expects.
-func (b *Beam) Live() int { return len(b.live) }
+func (b *Search) Live() int { return len(b.live) }
 
 // Tokens returns the generated tokens of live beam i (shared; do not modify).
-func (b *Beam) Tokens(i int) []int32 { return b.live[i] }
+func (b *Search) Tokens(i int) []int32 { return b.live[i] }
 
 // Score returns live beam i's cumulative log-probability.
-func (b *Beam) Score(i int) float64 { return b.scores[i] }
+func (b *Search) Score(i int) float64 { return b.scores[i] }
 
 // Done reports whether the search has finished.
-func (b *Beam) Done() bool { return b.done }
+func (b *Search) Done() bool { return b.done }
 
 // Step advances the search by one token. logprobs[i] is the log-softmax over
 // the vocabulary for live beam i (HF applies its logits processors to the
@@ -200,7 +206,7 @@ func (b *Beam) Done() bool { return b.done }
 // it appends; done reports that the search is over (Results is final, and
 // the returned beams need no further pass). The slices are valid until the
 // next Step.
-func (b *Beam) Step(logprobs [][]float32) (parents []int, tokens []int32, done bool, err error) {
+func (b *Search) Step(logprobs [][]float32) (parents []int, tokens []int32, done bool, err error) {
 	if b.done {
 		return nil, nil, true, fmt.Errorf("%w: Step after the search is done", ErrState)
 	}
@@ -310,7 +316,7 @@ func (b *Beam) Step(logprobs [][]float32) (parents []int, tokens []int32, done b
 
 // addFinished inserts h into the finished list, kept sorted by Score
 // descending and cut to k; a new hypothesis goes after existing equal ones.
-func (b *Beam) addFinished(h Hypothesis) {
+func (b *Search) addFinished(h Hypothesis) {
 	i := len(b.finished)
 	for i > 0 && h.Score > b.finished[i-1].Score {
 		i--
@@ -327,9 +333,16 @@ func (b *Beam) addFinished(h Hypothesis) {
 // Results returns the best NumReturn finished hypotheses, best first (fewer
 // if fewer finished, which happens only when the caller stops before Done).
 // The slice is the caller's; the token slices are shared.
-func (b *Beam) Results() []Hypothesis {
+func (b *Search) Results() []Hypothesis {
 	n := min(b.o.NumReturn, len(b.finished))
 	out := slices.Clone(b.finished[:n])
 	slices.SortStableFunc(out, func(a, c Hypothesis) int { return cmp.Compare(c.Score, a.Score) })
 	return out
 }
+
+// Errors of a Search: a call out of order, input of the wrong shape.
+var (
+	ErrState   = errors.New("beamsearch: call out of order")
+	ErrInput   = errors.New("beamsearch: invalid input")
+	ErrOptions = errors.New("beamsearch: invalid options")
+)
