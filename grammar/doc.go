@@ -113,7 +113,8 @@
 //     embedded by $id (relative references resolved against them),
 //     recursion included; a reference outside the document is refused.
 //   - Ignored as annotations: title, description, examples, default,
-//     $comment, $schema, $id, $anchor, deprecated, readOnly, writeOnly and
+//     $comment, $schema, $id, $anchor, deprecated, readOnly, writeOnly,
+//     OpenAPI's discriminator (oneOf is checked on its own) and
 //     the content keywords. Refused by name: not, if/then/else, contains,
 //     patternProperties, propertyNames, dependencies, dependentRequired,
 //     dependentSchemas, unevaluated*, $dynamicRef, $recursiveRef, remote

@@ -46,6 +46,9 @@ var annotations = map[string]bool{
 	"$schema": true, "$id": true, "id": true, "$anchor": true, "deprecated": true, "readOnly": true,
 	"writeOnly": true, "contentEncoding": true, "contentMediaType": true, "contentSchema": true,
 	"$vocabulary": true, "$dynamicAnchor": true,
+	// OpenAPI's (and Pydantic's) hint beside oneOf: validation does not
+	// read it; oneOf is enforced only when its branches cannot overlap.
+	"discriminator": true,
 }
 
 // Keywords the compiler enforces (for some types; see genType).
