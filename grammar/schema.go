@@ -111,14 +111,18 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 }
 
 func compileSchema(v any) (*Grammar, error) {
-	src, err := schemaGBNF(v)
+	src, c, err := schemaSource(v)
 	if err != nil {
 		return nil, err
 	}
 	g, err := ParseGBNF(src)
 	if err != nil {
 		if errors.Is(err, ErrEmpty) {
-			return nil, &SchemaError{Pointer: "#", Msg: "no JSON value satisfies the schema", Err: ErrEmpty}
+			msg := "no JSON value satisfies the schema"
+			if len(c.emptyAt) > 0 {
+				msg += " (unsatisfiable: " + strings.Join(c.emptyAt, "; ") + ")"
+			}
+			return nil, &SchemaError{Pointer: "#", Msg: msg, Err: ErrEmpty}
 		}
 		return nil, fmt.Errorf("schema: internal error, generated grammar invalid: %w", err)
 	}
@@ -142,6 +146,7 @@ type compiler struct {
 	bases             map[string]*url.URL // schema pointer -> base URI
 	resources         map[string]string   // absolute URI -> pointer of the schema with that $id
 	anchors           map[string]string   // absolute URI#anchor -> pointer
+	emptyAt           []string            // the first subschemas found to admit no value
 	rules             []string            // "name ::= body" lines
 	refs              map[string]string   // JSON pointer -> rule name
 	prims             map[string]bool
@@ -155,24 +160,29 @@ type compiler struct {
 const never = `[^\x00-\U0010FFFF]`
 
 func schemaGBNF(v any) (string, error) {
+	src, _, err := schemaSource(v)
+	return src, err
+}
+
+func schemaSource(v any) (string, *compiler, error) {
 	c := newCompiler(v)
 	if o, ok := v.(*obj); ok {
 		if d, ok := o.get("$schema"); ok {
 			if err := knownMetaschema(d); err != nil {
-				return "", err
+				return "", nil, err
 			}
 		}
 	}
 	e, err := c.gen(v, "#")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var sb strings.Builder
 	sb.WriteString("root ::= " + e + "\n")
 	for _, r := range c.rules {
 		sb.WriteString(r + "\n")
 	}
-	return sb.String(), nil
+	return sb.String(), c, nil
 }
 
 // knownMetaschema accepts the $schema URIs of the drafts whose keywords the
@@ -206,6 +216,15 @@ func newCompiler(v any) *compiler {
 	c.resources[defaultBase.String()] = "#"
 	c.index(v, "#", defaultBase)
 	return c
+}
+
+// empty notes that the schema at ptr admits no value (why), for the error
+// when the whole schema turns out empty, and returns never.
+func (c *compiler) empty(ptr, why string) string {
+	if len(c.emptyAt) < 3 {
+		c.emptyAt = append(c.emptyAt, ptr+": "+why)
+	}
+	return never
 }
 
 func (c *compiler) rule(prefix, body string) string {
@@ -325,7 +344,7 @@ func (c *compiler) gen(s any, ptr string) (string, error) {
 		if x {
 			return c.prim("value"), nil
 		}
-		return never, nil
+		return c.empty(ptr, "the schema is false (or a combination that nothing satisfies)"), nil
 	case *obj:
 		return c.genObj(x, ptr)
 	}
@@ -465,6 +484,9 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 		}
 		if len(plain) > 0 {
 			parts = append(parts, literalTrie(plain))
+		}
+		if len(parts) == 0 {
+			return c.empty(ptr, "no "+kw+" value has an allowed type"), nil
 		}
 		return alt(parts), nil
 	}
@@ -1241,7 +1263,7 @@ func (c *compiler) genString(o *obj, ptr string) (string, error) {
 		return c.prim("string"), nil
 	}
 	if hasMax && maxL < minL {
-		return never, nil
+		return c.empty(ptr, "maxLength is below minLength"), nil
 	}
 	rep := fmt.Sprintf("{%d,}", minL)
 	if hasMax {
