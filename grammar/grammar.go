@@ -405,7 +405,7 @@ func (b *builder) leftRecursion() error {
 						return fmt.Errorf("grammar: rule %q is left-recursive (it can reach itself before matching a character)", b.g.names[x])
 					}
 				}
-				return fmt.Errorf("grammar: rule %q is left-recursive (a repetition of something that can match the empty string)", b.g.names[c])
+				return errors.New(`grammar: a repetition of something that can match the empty string (such as ("a"?)*) is left-recursive`)
 			case white:
 				if err := visit(c); err != nil {
 					return err

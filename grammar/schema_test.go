@@ -132,6 +132,7 @@ func TestSchemaRefused(t *testing.T) {
 		{`{"type":"string","pattern":"\\bx"}`, `word boundary`},
 		{`{"type":"string","pattern":"\\p{L}"}`, `Unicode property`},
 		{`{"type":"string","pattern":"a^b"}`, `anchor`},
+		{`{"type":"string","pattern":"^(a?)*$"}`, `keyword "pattern": "^(a?)*$" repeats something that can match the empty string`},
 		{`{"type":"string","pattern":"^a","maxLength":3}`, `keyword "maxLength": not supported together with pattern`},
 		{`{"$ref":"http://example.com/s.json"}`, `keyword "$ref": "http://example.com/s.json" resolves to http://example.com/s.json, outside the schema`},
 		{`{"$ref":"#/$defs/missing"}`, `no "$defs" in the schema`},
