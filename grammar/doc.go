@@ -105,8 +105,10 @@
 //   - enum and const: the listed values, compact, objects in their own key
 //     order, numbers in any decimal spelling of their value (1, 1.0).
 //   - anyOf; oneOf when no value can match two branches (different types,
-//     different constants, or objects whose required property has different
-//     constants); allOf and keywords beside $ref (draft 2019-09 on) by
+//     different constants, objects whose required property has different
+//     constants, or a closed object (additionalProperties false) and one
+//     that requires a property it does not declare); allOf and keywords
+//     beside $ref (draft 2019-09 on) by
 //     merging the schemas keyword by keyword, refused where a merge would
 //     change the meaning; $ref to JSON pointers inside the schema ($defs,
 //     definitions, any path), $anchor and draft 6-7 "#name" ids, resources

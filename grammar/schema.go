@@ -1078,9 +1078,12 @@ func toFloat(v any) (float64, bool) {
 // constants, or objects with a required property whose constants differ.
 func (c *compiler) disjoint(branches []any, ptr string) error {
 	type sig struct {
-		types  []string
-		consts map[string]bool // nil: any value of types
-		disc   map[string]map[string]bool
+		types    []string
+		consts   map[string]bool // nil: any value of types
+		disc     map[string]map[string]bool
+		closed   bool // additionalProperties false
+		declared map[string]bool
+		required []string
 	}
 	sigs := make([]sig, len(branches))
 	for i, b := range branches {
@@ -1108,6 +1111,22 @@ func (c *compiler) disjoint(branches []any, ptr string) error {
 			s.consts = map[string]bool{}
 			for _, v := range vals {
 				s.consts[compactString(v)] = true
+			}
+		}
+		if ap, ok := o.get("additionalProperties"); ok && ap == false {
+			s.closed = true
+		}
+		if props, ok := o.vals["properties"].(*obj); ok {
+			s.declared = map[string]bool{}
+			for _, k := range props.keys {
+				s.declared[k] = true
+			}
+		}
+		if rl, ok := o.vals["required"].([]any); ok {
+			for _, r := range rl {
+				if name, ok := r.(string); ok {
+					s.required = append(s.required, name)
+				}
 			}
 		}
 		// A discriminator: required properties with const/enum values.
@@ -1162,10 +1181,23 @@ func (c *compiler) disjoint(branches []any, ptr string) error {
 					discriminated = true
 				}
 			}
-			if onlyObjects && discriminated {
+			// A closed object cannot have a property the other requires
+			// and it does not declare.
+			excludes := func(x, y sig) bool {
+				if !x.closed {
+					return false
+				}
+				for _, r := range y.required {
+					if !x.declared[r] {
+						return true
+					}
+				}
+				return false
+			}
+			if onlyObjects && (discriminated || excludes(a, b) || excludes(b, a)) {
 				continue
 			}
-			return refuse(ptr, "oneOf", "branches %d and %d may both match a value (only oneOf over different types, constants or a required const property is enforced)", i, j)
+			return refuse(ptr, "oneOf", "branches %d and %d may both match a value (only oneOf over different types, constants, a required const property, or closed objects with different required properties is enforced)", i, j)
 		}
 	}
 	return nil
