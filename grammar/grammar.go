@@ -118,8 +118,6 @@ type Grammar struct {
 // grammar).
 func (g *Grammar) String() string { return g.src }
 
-// Rules is the number of rules, helper rules included.
-func (g *Grammar) Rules() int { return len(g.alts) }
 
 // builder turns parsed rule bodies into the flat form, adding helper rules
 // for groups and repetitions.

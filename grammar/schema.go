@@ -129,15 +129,6 @@ func compileSchema(v any) (*Grammar, error) {
 	return g, nil
 }
 
-// SchemaToGBNF returns the GBNF grammar FromJSONSchema compiles schema to.
-func SchemaToGBNF(schema []byte) (string, error) {
-	v, err := decodeOrdered(schema)
-	if err != nil {
-		return "", fmt.Errorf("schema: invalid JSON: %w", err)
-	}
-	return schemaGBNF(v)
-}
-
 type compiler struct {
 	root any
 	// legacyRef: the schema declares draft 4, 6 or 7, where keywords beside
@@ -158,11 +149,6 @@ type compiler struct {
 // that use it are pruned when the grammar is built, and a root left with
 // nothing is ErrEmpty.
 const never = `[^\x00-\U0010FFFF]`
-
-func schemaGBNF(v any) (string, error) {
-	src, _, err := schemaSource(v)
-	return src, err
-}
 
 func schemaSource(v any) (string, *compiler, error) {
 	c := newCompiler(v)
