@@ -59,9 +59,6 @@ func TestDifferentialRegex(t *testing.T) {
 		g, re := randRegex(r, 4)
 		gr, err := ParseGBNF("root ::= " + g)
 		if err != nil {
-			if strings.Contains(err.Error(), "left-recursive") {
-				continue // a repetition of something nullable: refused by design
-			}
 			t.Fatalf("%s: %v", g, err)
 		}
 		grammars++
@@ -86,9 +83,6 @@ func TestDifferentialRegex(t *testing.T) {
 			checked++
 		}
 	}
-	if grammars < 200 {
-		t.Fatalf("only %d of 400 random grammars built", grammars)
-	}
 	t.Logf("%d grammars, %d strings", grammars, checked)
 }
 
@@ -109,9 +103,6 @@ func TestDifferentialPattern(t *testing.T) {
 		js, _ := json.Marshal(map[string]any{"type": "string", "pattern": pat})
 		g, err := FromJSONSchema(js)
 		if err != nil {
-			if strings.Contains(err.Error(), "can match the empty string") {
-				continue
-			}
 			t.Fatalf("%s: %v", pat, err)
 		}
 		built++
@@ -129,8 +120,5 @@ func TestDifferentialPattern(t *testing.T) {
 				t.Fatalf("pattern %q on %s: grammar %v, regexp %v\n%s", pat, enc.String(), got, want, g)
 			}
 		}
-	}
-	if built < 150 {
-		t.Fatalf("only %d of 300 patterns compiled", built)
 	}
 }

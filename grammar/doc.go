@@ -44,7 +44,10 @@
 // cannot derive a finite string is removed when the grammar is built, so
 // every live stack can still complete: a token allowed by the mask can
 // always be followed by more allowed tokens until the output is complete.
-// Left recursion is refused, as in llama.cpp.
+// Left recursion (A ::= A "x") is refused, as llama.cpp refuses it; a
+// repetition of something that can match the empty string (("a"?)*, which
+// llama.cpp also refuses) is accepted: it pushes no frames, and the
+// expansion of such a grammar skips configurations it has already made.
 //
 // # Masks
 //

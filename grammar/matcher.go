@@ -83,6 +83,15 @@ type set struct {
 	st   []*node
 	acc  bool // some stack completed the root rule: the input may end here
 	sent bool // some stack popped into the unknown context below a frame window
+	// seen holds the expansions made since the last clear, for grammars
+	// whose rules can cycle without consuming: the same position over the
+	// same frames expands to the same stacks.
+	seen map[expansion]struct{}
+}
+
+type expansion struct {
+	p  int32
+	up *node
 }
 
 func (s *set) add(n *node) {
@@ -97,6 +106,7 @@ func (s *set) add(n *node) {
 func (s *set) clear() {
 	s.st = s.st[:0]
 	s.acc, s.sent = false, false
+	clear(s.seen)
 }
 
 // alive reports whether the set can still be a prefix of the language
@@ -163,10 +173,21 @@ func (s State) equal(o State) bool {
 // alternative, with up below: a character element is a top; a rule
 // reference pushes where to continue and expands each alternative of the
 // rule; the end of an alternative pops to up (or accepts at the bottom).
-// Left recursion is refused when a grammar is built, so this terminates.
+// Left recursion that pushes frames is refused when a grammar is built,
+// and cycles that do not are cut by out.seen, so this terminates.
 func (g *Grammar) expand(p int32, up *node, out *set, a *arena) {
 	for {
 		e := g.elems[p]
+		if g.cyclic && e.kind != elChar {
+			k := expansion{p, up}
+			if _, done := out.seen[k]; done {
+				return
+			}
+			if out.seen == nil {
+				out.seen = map[expansion]struct{}{}
+			}
+			out.seen[k] = struct{}{}
+		}
 		switch e.kind {
 		case elChar:
 			out.add(a.node(p, 0, up))

@@ -104,6 +104,7 @@ func TestMaskAgreesWithAdvance(t *testing.T) {
 		"root ::= obj\nobj ::= \"{\" (kv (\",\" kv)*)? \"}\"\nkv ::= \"\\\"\" [a-z]+ \"\\\":\" (obj | [0-9]+ | \"true\")",
 		`root ::= [^\x00-\x7F]{2,5}`,
 		`root ::= ("hello" | "hel" | "help") " " ("world" | "")`,
+		`root ::= ("a"? ("b" | "")*)* "c"?`,
 	}
 	v := testVocab(1, 700)
 	for gi, src := range grammars {

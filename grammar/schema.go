@@ -1275,13 +1275,6 @@ func (c *compiler) genString(o *obj, ptr string) (string, error) {
 		if err != nil {
 			return "", refuse(ptr, "pattern", "%v", err)
 		}
-		// The matcher expands rules eagerly, so a repetition of something
-		// that matches the empty string ((a?)*, as GBNF's left recursion)
-		// is refused here, by name, rather than as a broken grammar later.
-		test := "root ::= " + e + "\nchar ::= " + primitives["char"] + "\nuhex ::= " + primitives["uhex"]
-		if _, err := ParseGBNF(test); err != nil && strings.Contains(err.Error(), "left-recursive") {
-			return "", refuse(ptr, "pattern", "%q repeats something that can match the empty string (such as (a?)* or (a|)+): not supported", ps)
-		}
 		return `"\"" ` + e + ` "\""`, nil
 	}
 	if !hasMin && !hasMax {
