@@ -119,7 +119,6 @@ type Grammar struct {
 // grammar).
 func (g *Grammar) String() string { return g.src }
 
-
 // builder turns parsed rule bodies into the flat form, adding helper rules
 // for groups and repetitions.
 type builder struct {
