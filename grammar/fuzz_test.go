@@ -77,6 +77,13 @@ func FuzzMatcher(f *testing.F) {
 		}
 		ms = append(ms, NewMatcher(g, v))
 	}
+	for _, src := range []string{`root ::= ("a"? ("b" | "")*)* "c"?`, `root ::= [^"]* "\"" ([é-ü] | "😀")+`} {
+		g, err := ParseGBNF(src)
+		if err != nil {
+			f.Fatal(err)
+		}
+		ms = append(ms, NewMatcher(g, v))
+	}
 	f.Fuzz(func(t *testing.T, which int, data []byte) {
 		m := ms[uint(which)%uint(len(ms))]
 		s := m.Start()
