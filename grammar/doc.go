@@ -10,15 +10,16 @@
 //	v := grammar.FromTokenizer(tok)             // once per model (or NewVocab)
 //	m := grammar.NewMatcher(g, v)               // per grammar and vocabulary; shared
 //	s := m.Start()                              // a State value per sequence
-//	mask := m.MaskView(s)                       // bit t set: token t may come next
+//	m.Apply(s, logits)                          // disallowed tokens to -Inf
 //	s, ok = m.Advance(s, tok)                   // after the token is chosen
 //
 // A logits processor, at each position of a constrained sequence (target
-// and draft distributions alike), takes the sequence's State, gets
-// m.MaskView(s) (or m.Mask(s, buf) for a private copy) and sets
-// logits[t] = -Inf for every t whose bit is clear; after the sampler (or
-// the verifier) accepts token t it stores m.Advance(s, t) as the sequence's
-// new State. m.Forced(s) returns the one allowed token when there is only
+// and draft distributions alike), takes the sequence's State and calls
+// m.Apply(s, logits), which sets logits[t] = -Inf for every token t the
+// grammar does not allow (and for padded rows past the vocabulary); the
+// bitset itself is m.MaskView(s) (shared, read-only) or m.Mask(s, buf).
+// After the sampler (or the verifier) accepts token t, the processor
+// stores m.Advance(s, t) as the sequence's new State. m.Forced(s) returns the one allowed token when there is only
 // one: it needs no draw and, for jump-forward, a run of forced tokens can
 // enter a draft tree as a chain. End-of-generation ids are allowed exactly
 // when m.CanEnd(s); after the value is complete only they are allowed, and

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -412,6 +413,29 @@ func (m *Matcher) Mask(s State, allowed []uint64) {
 func (m *Matcher) Forced(s State) (tok int32, ok bool) {
 	e := m.entry(s)
 	return e.forced, e.forced >= 0
+}
+
+// Apply sets logits[t] to -Inf for every token t not allowed in s: what a
+// logits processor does before the sampler draws. Logits past the
+// vocabulary (models whose output rows are padded beyond the tokenizer's
+// size) are never allowed. Whole words of allowed tokens are skipped.
+func (m *Matcher) Apply(s State, logits []float32) {
+	mask := m.MaskView(s)
+	inf := float32(math.Inf(-1))
+	for w, x := range mask {
+		if x == ^uint64(0) {
+			continue
+		}
+		base := w * 64
+		for b := 0; b < 64 && base+b < len(logits); b++ {
+			if x>>b&1 == 0 {
+				logits[base+b] = inf
+			}
+		}
+	}
+	for i := len(mask) * 64; i < len(logits); i++ {
+		logits[i] = inf
+	}
 }
 
 // MaskView returns the cached mask of s without copying. The slice is
