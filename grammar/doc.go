@@ -19,11 +19,13 @@
 // grammar does not allow (and for padded rows past the vocabulary); the
 // bitset itself is m.MaskView(s) (shared, read-only) or m.Mask(s, buf).
 // After the sampler (or the verifier) accepts token t, the processor
-// stores m.Advance(s, t) as the sequence's new State. m.Forced(s) returns the one allowed token when there is only
-// one: it needs no draw and, for jump-forward, a run of forced tokens can
-// enter a draft tree as a chain. End-of-generation ids are allowed exactly
-// when m.CanEnd(s); after the value is complete only they are allowed, and
-// Advance over one gives an ended State. A State is an immutable value:
+// stores m.Advance(s, t) as the sequence's new State. m.Forced(s) returns
+// the one allowed token when there is only one: it needs no draw and, for
+// jump-forward, a run of forced tokens can enter a draft tree as a chain.
+// End-of-generation ids are allowed exactly when m.CanEnd(s); m.MustEnd(s)
+// says that nothing else is (the value is complete: stop, whatever the
+// number of end-of-generation ids), and Advance over one gives an ended
+// State. A State is an immutable value:
 // forking a sequence (beams, draft-tree nodes) is copying it, Advance
 // returns a new State and leaves its argument as it was, and a rejected
 // draft is undone by keeping the older State. A Matcher is safe for

@@ -347,9 +347,10 @@ type Matcher struct {
 }
 
 type maskEntry struct {
-	s      State
-	mask   []uint64
-	forced int32 // the only allowed token, or -1
+	s       State
+	mask    []uint64
+	forced  int32 // the only allowed token, or -1
+	mustEnd bool  // only end-of-generation tokens are allowed
 }
 
 // maxCacheBytes bounds one matcher's mask cache; past it the cache is
@@ -438,6 +439,12 @@ func (m *Matcher) Apply(s State, logits []float32) {
 	}
 }
 
+// MustEnd reports whether the output is complete and nothing may follow
+// but end of generation (every end-of-generation id is allowed, no other
+// token): a decoder can stop without a draw, whatever the number of
+// end-of-generation ids the vocabulary has.
+func (m *Matcher) MustEnd(s State) bool { return m.entry(s).mustEnd }
+
 // MaskView returns the cached mask of s without copying. The slice is
 // shared: the caller must not modify it.
 func (m *Matcher) MaskView(s State) []uint64 { return m.entry(s).mask }
@@ -510,7 +517,9 @@ func (m *Matcher) compute(s State) *maskEntry {
 	if cnt != 1 {
 		forced = -1
 	}
-	return &maskEntry{s: s, mask: mask, forced: forced}
+	// Only end-of-generation left: the output is complete.
+	mustEnd := s.acc && !s.end && cnt == len(m.v.eog)
+	return &maskEntry{s: s, mask: mask, forced: forced, mustEnd: mustEnd}
 }
 
 // checkStack reports whether stack n can consume b: the exact test for a

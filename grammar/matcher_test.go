@@ -53,6 +53,9 @@ func checkMask(t *testing.T, m *Matcher, s State) {
 	if (mask[m.v.eog[0]/64]>>(m.v.eog[0]%64)&1 == 1) != m.CanEnd(s) {
 		t.Fatalf("EOG bit disagrees with CanEnd %v", m.CanEnd(s))
 	}
+	if want := m.CanEnd(s) && n == len(m.v.eog); m.MustEnd(s) != want {
+		t.Fatalf("MustEnd %v with %d tokens allowed, CanEnd %v", m.MustEnd(s), n, m.CanEnd(s))
+	}
 }
 
 // walkRandom follows allowed tokens chosen by r, checking the mask at each
