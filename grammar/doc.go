@@ -10,19 +10,22 @@
 //	v := grammar.FromTokenizer(tok)             // once per model (or NewVocab)
 //	m := grammar.NewMatcher(g, v)               // per grammar and vocabulary; shared
 //	s := m.Start()                              // a State value per sequence
-//	mask := m.MaskView(s)                       // bit t set: token t may come next
+//	m.Apply(s, logits)                          // disallowed tokens to -Inf
 //	s, ok = m.Advance(s, tok)                   // after the token is chosen
 //
 // A logits processor, at each position of a constrained sequence (target
-// and draft distributions alike), takes the sequence's State, gets
-// m.MaskView(s) (or m.Mask(s, buf) for a private copy) and sets
-// logits[t] = -Inf for every t whose bit is clear; after the sampler (or
-// the verifier) accepts token t it stores m.Advance(s, t) as the sequence's
-// new State. m.Forced(s) returns the one allowed token when there is only
-// one: it needs no draw and, for jump-forward, a run of forced tokens can
-// enter a draft tree as a chain. End-of-generation ids are allowed exactly
-// when m.CanEnd(s); after the value is complete only they are allowed, and
-// Advance over one gives an ended State. A State is an immutable value:
+// and draft distributions alike), takes the sequence's State and calls
+// m.Apply(s, logits), which sets logits[t] = -Inf for every token t the
+// grammar does not allow (and for padded rows past the vocabulary); the
+// bitset itself is m.MaskView(s) (shared, read-only) or m.Mask(s, buf).
+// After the sampler (or the verifier) accepts token t, the processor
+// stores m.Advance(s, t) as the sequence's new State. m.Forced(s) returns
+// the one allowed token when there is only one: it needs no draw and, for
+// jump-forward, a run of forced tokens can enter a draft tree as a chain.
+// End-of-generation ids are allowed exactly when m.CanEnd(s); m.MustEnd(s)
+// says that nothing else is (the value is complete: stop, whatever the
+// number of end-of-generation ids), and Advance over one gives an ended
+// State. A State is an immutable value:
 // forking a sequence (beams, draft-tree nodes) is copying it, Advance
 // returns a new State and leaves its argument as it was, and a rejected
 // draft is undone by keeping the older State. A Matcher is safe for
@@ -44,7 +47,10 @@
 // cannot derive a finite string is removed when the grammar is built, so
 // every live stack can still complete: a token allowed by the mask can
 // always be followed by more allowed tokens until the output is complete.
-// Left recursion is refused, as in llama.cpp.
+// Left recursion (A ::= A "x") is refused, as llama.cpp refuses it; a
+// repetition of something that can match the empty string (("a"?)*, which
+// llama.cpp also refuses) is accepted: it pushes no frames, and the
+// expansion of such a grammar skips configurations it has already made.
 //
 // # Masks
 //
@@ -105,15 +111,18 @@
 //   - enum and const: the listed values, compact, objects in their own key
 //     order, numbers in any decimal spelling of their value (1, 1.0).
 //   - anyOf; oneOf when no value can match two branches (different types,
-//     different constants, or objects whose required property has different
-//     constants); allOf and keywords beside $ref (draft 2019-09 on) by
+//     different constants, objects whose required property has different
+//     constants, or a closed object (additionalProperties false) and one
+//     that requires a property it does not declare); allOf and keywords
+//     beside $ref (draft 2019-09 on) by
 //     merging the schemas keyword by keyword, refused where a merge would
 //     change the meaning; $ref to JSON pointers inside the schema ($defs,
 //     definitions, any path), $anchor and draft 6-7 "#name" ids, resources
 //     embedded by $id (relative references resolved against them),
 //     recursion included; a reference outside the document is refused.
 //   - Ignored as annotations: title, description, examples, default,
-//     $comment, $schema, $id, $anchor, deprecated, readOnly, writeOnly and
+//     $comment, $schema, $id, $anchor, deprecated, readOnly, writeOnly,
+//     OpenAPI's discriminator (oneOf is checked on its own) and
 //     the content keywords. Refused by name: not, if/then/else, contains,
 //     patternProperties, propertyNames, dependencies, dependentRequired,
 //     dependentSchemas, unevaluated*, $dynamicRef, $recursiveRef, remote

@@ -23,6 +23,14 @@ func FuzzParseGBNF(f *testing.F) {
 		if g.start().Dead() {
 			t.Fatalf("%q: start state is dead", src)
 		}
+		// Matching terminates (cycles through nullable rules included) and
+		// a text's prefixes stay alive up to where Check stops.
+		text := []byte(src)[:min(len(src), 32)]
+		err = g.Check(text)
+		var ce *CheckError
+		if err != nil && !errors.As(err, &ce) {
+			t.Fatalf("%q: Check: %v", src, err)
+		}
 	})
 }
 
@@ -64,6 +72,13 @@ func FuzzMatcher(f *testing.F) {
 		`{"type":"array","items":{"type":"string","format":"date"}}`,
 	} {
 		g, err := FromJSONSchema([]byte(src))
+		if err != nil {
+			f.Fatal(err)
+		}
+		ms = append(ms, NewMatcher(g, v))
+	}
+	for _, src := range []string{`root ::= ("a"? ("b" | "")*)* "c"?`, `root ::= [^"]* "\"" ([é-ü] | "😀")+`} {
+		g, err := ParseGBNF(src)
 		if err != nil {
 			f.Fatal(err)
 		}

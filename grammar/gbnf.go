@@ -61,8 +61,9 @@ const maxNest = 512
 // alternation `|`, grouping `( )`, repetition `* + ? {m} {m,} {m,n}`, string
 // literals, character classes `[a-z]` and `[^...]`, `.` (any character),
 // escapes `\xHH \uHHHH \UHHHHHHHH \t \n \r \\ \" \[ \]` and `#` comments. The
-// start rule is `root`. Left recursion is refused naming the rule, as is a
-// grammar whose language is empty.
+// start rule is `root`. Left recursion (a rule that can call itself before
+// matching a character, with more to match after the call) is refused
+// naming the rule, as is a grammar whose language is empty.
 func ParseGBNF(src string) (*Grammar, error) {
 	p := &parser{src: src, b: newBuilder(), rules: map[string]*expr{}}
 	if err := p.parse(); err != nil {

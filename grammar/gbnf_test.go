@@ -44,6 +44,8 @@ func TestGBNFLanguage(t *testing.T) {
 		{"multiline group", "root ::= (\n  \"a\" |\n  \"b\"\n)", []string{"a", "b"}, []string{"ab"}},
 		{"continuation after bar", "root ::= \"a\" |\n  \"b\"", []string{"a", "b"}, []string{""}},
 		{"right recursion", "root ::= \"(\" root \")\" | \"\"", []string{"", "()", "((()))"}, []string{"(()", ")"}},
+		{"nullable repetition", `root ::= ("a"? "b"?)* "c"`, []string{"c", "abc", "bbac"}, []string{"", "ca"}},
+		{"cycle through last positions", "root ::= x\nx ::= y | \"a\"\ny ::= x | \"b\"", []string{"a", "b"}, []string{"", "ab"}},
 		{"unicode class", `root ::= [α-ω]+`, []string{"αβγ"}, []string{"a", "Α"}},
 	}
 	for _, c := range cases {
@@ -76,7 +78,6 @@ func TestGBNFErrors(t *testing.T) {
 		{`a ::= "x"`, `no "root" rule`},
 		{`root ::= root "a" | "b"`, `rule "root" is left-recursive`},
 		{"root ::= x \"a\"\nx ::= y\ny ::= root | \"\"", `left-recursive`},
-		{`root ::= ("a"?)*`, `left-recursive`},
 		{`root ::= "a"{3,2}`, `expected max >= min`},
 		{`root ::= "a"{99999}`, `too large`},
 		{`root ::= [z-a]`, `backwards`},

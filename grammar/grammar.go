@@ -112,14 +112,12 @@ type Grammar struct {
 	names   []string  // rule names (generated helper rules included)
 	root    int32
 	src     string // the GBNF text, for String
+	cyclic  bool   // rules can call each other in a cycle without consuming (see leftRecursion)
 }
 
 // String returns the grammar's GBNF source (for a schema, the generated
 // grammar).
 func (g *Grammar) String() string { return g.src }
-
-// Rules is the number of rules, helper rules included.
-func (g *Grammar) Rules() int { return len(g.alts) }
 
 // builder turns parsed rule bodies into the flat form, adding helper rules
 // for groups and repetitions.
@@ -309,9 +307,11 @@ func (b *builder) finish(root string) (*Grammar, error) {
 	for r := range b.body {
 		b.body[r] = slices.DeleteFunc(b.body[r], func(a []elem) bool { return !b.altProductive(a, prod) })
 	}
-	if err := b.leftRecursion(); err != nil {
+	cyclic, err := b.leftRecursion()
+	if err != nil {
 		return nil, err
 	}
+	g.cyclic = cyclic
 	g.alts = make([][]int32, n)
 	for r, alts := range b.body {
 		for _, a := range alts {
@@ -341,10 +341,14 @@ func (b *builder) altProductive(a []elem, prod []bool) bool {
 	return true
 }
 
-// leftRecursion refuses a rule that can reach itself without consuming a
-// character (directly, or through rules that can derive the empty string):
-// the matcher expands rules eagerly and would loop.
-func (b *builder) leftRecursion() error {
+// leftRecursion refuses a rule that can call itself, before matching a
+// character, from a position that is not the last of its alternative
+// (A ::= A "x"): each round would push another frame, so the matcher's
+// eager expansion would never end. A cycle through last positions only
+// (a repetition of something that can match the empty string, such as
+// ("a"?)*) pushes nothing: the matcher expands it with a visited set, and
+// cyclic reports that it must.
+func (b *builder) leftRecursion() (cyclic bool, err error) {
 	n := len(b.body)
 	nullable := make([]bool, n)
 	for changed := true; changed; {
@@ -368,62 +372,90 @@ func (b *builder) leftRecursion() error {
 			}
 		}
 	}
-	// left[r]: rules r can call before consuming a character.
-	left := make([][]int32, n)
+	// The left graph: r calls to before consuming a character; push when
+	// elements follow the call in the alternative.
+	type edge struct {
+		to   int32
+		push bool
+	}
+	left := make([][]edge, n)
 	for r, alts := range b.body {
 		for _, a := range alts {
-			for _, e := range a {
+			for j, e := range a {
 				if e.kind == elChar {
 					break
 				}
-				left[r] = append(left[r], e.arg)
+				left[r] = append(left[r], edge{e.arg, j < len(a)-1})
 				if !nullable[e.arg] {
 					break
 				}
 			}
 		}
 	}
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]uint8, n)
-	var path []int32
-	var visit func(r int32) error
-	visit = func(r int32) error {
-		color[r] = grey
-		path = append(path, r)
-		for _, c := range left[r] {
-			switch color[c] {
-			case grey:
-				// Name the cycle by its first user-named rule.
-				i := slices.Index(path, c)
-				cyc := path[i:]
-				for _, x := range cyc {
-					if !strings.HasPrefix(b.g.names[x], "_") {
-						return fmt.Errorf("grammar: rule %q is left-recursive (it can reach itself before matching a character)", b.g.names[x])
-					}
-				}
-				return fmt.Errorf("grammar: rule %q is left-recursive (a repetition of something that can match the empty string)", b.g.names[c])
-			case white:
-				if err := visit(c); err != nil {
-					return err
-				}
+	// Strongly connected components (Tarjan).
+	index, low, comp := make([]int32, n), make([]int32, n), make([]int32, n)
+	for i := range index {
+		index[i], comp[i] = -1, -1
+	}
+	var stack []int32
+	onStack := make([]bool, n)
+	next, ncomp := int32(0), int32(0)
+	var strong func(v int32)
+	strong = func(v int32) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, e := range left[v] {
+			switch {
+			case index[e.to] < 0:
+				strong(e.to)
+				low[v] = min(low[v], low[e.to])
+			case onStack[e.to]:
+				low[v] = min(low[v], index[e.to])
 			}
 		}
-		path = path[:len(path)-1]
-		color[r] = black
-		return nil
-	}
-	for r := range n {
-		if color[r] == white {
-			if err := visit(int32(r)); err != nil {
-				return err
+		if low[v] == index[v] {
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				comp[w] = ncomp
+				if w == v {
+					break
+				}
 			}
+			ncomp++
 		}
 	}
-	return nil
+	for v := range int32(n) {
+		if index[v] < 0 {
+			strong(v)
+		}
+	}
+	size := make([]int, ncomp)
+	for _, c := range comp {
+		size[c]++
+	}
+	for r, es := range left {
+		for _, e := range es {
+			if comp[r] != comp[e.to] {
+				continue
+			}
+			cyclic = true
+			if !e.push {
+				continue
+			}
+			// Name the cycle by a user-named rule in it.
+			for x := range n {
+				if comp[x] == comp[r] && !strings.HasPrefix(b.g.names[x], "_") {
+					return false, fmt.Errorf("grammar: rule %q is left-recursive (it can reach itself before matching a character)", b.g.names[x])
+				}
+			}
+			return false, errors.New("grammar: a group is left-recursive (it can reach itself before matching a character)")
+		}
+	}
+	return cyclic, nil
 }
 
 // source writes the flattened grammar back out as GBNF that llama.cpp's

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -83,6 +84,15 @@ type set struct {
 	st   []*node
 	acc  bool // some stack completed the root rule: the input may end here
 	sent bool // some stack popped into the unknown context below a frame window
+	// seen holds the expansions made since the last clear, for grammars
+	// whose rules can cycle without consuming: the same position over the
+	// same frames expands to the same stacks.
+	seen map[expansion]struct{}
+}
+
+type expansion struct {
+	p  int32
+	up *node
 }
 
 func (s *set) add(n *node) {
@@ -97,6 +107,7 @@ func (s *set) add(n *node) {
 func (s *set) clear() {
 	s.st = s.st[:0]
 	s.acc, s.sent = false, false
+	clear(s.seen)
 }
 
 // alive reports whether the set can still be a prefix of the language
@@ -163,10 +174,21 @@ func (s State) equal(o State) bool {
 // alternative, with up below: a character element is a top; a rule
 // reference pushes where to continue and expands each alternative of the
 // rule; the end of an alternative pops to up (or accepts at the bottom).
-// Left recursion is refused when a grammar is built, so this terminates.
+// Left recursion that pushes frames is refused when a grammar is built,
+// and cycles that do not are cut by out.seen, so this terminates.
 func (g *Grammar) expand(p int32, up *node, out *set, a *arena) {
 	for {
 		e := g.elems[p]
+		if g.cyclic && e.kind != elChar {
+			k := expansion{p, up}
+			if _, done := out.seen[k]; done {
+				return
+			}
+			if out.seen == nil {
+				out.seen = map[expansion]struct{}{}
+			}
+			out.seen[k] = struct{}{}
+		}
 		switch e.kind {
 		case elChar:
 			out.add(a.node(p, 0, up))
@@ -325,9 +347,10 @@ type Matcher struct {
 }
 
 type maskEntry struct {
-	s      State
-	mask   []uint64
-	forced int32 // the only allowed token, or -1
+	s       State
+	mask    []uint64
+	forced  int32 // the only allowed token, or -1
+	mustEnd bool  // only end-of-generation tokens are allowed
 }
 
 // maxCacheBytes bounds one matcher's mask cache; past it the cache is
@@ -392,6 +415,35 @@ func (m *Matcher) Forced(s State) (tok int32, ok bool) {
 	e := m.entry(s)
 	return e.forced, e.forced >= 0
 }
+
+// Apply sets logits[t] to -Inf for every token t not allowed in s: what a
+// logits processor does before the sampler draws. Logits past the
+// vocabulary (models whose output rows are padded beyond the tokenizer's
+// size) are never allowed. Whole words of allowed tokens are skipped.
+func (m *Matcher) Apply(s State, logits []float32) {
+	mask := m.MaskView(s)
+	inf := float32(math.Inf(-1))
+	for w, x := range mask {
+		if x == ^uint64(0) {
+			continue
+		}
+		base := w * 64
+		for b := 0; b < 64 && base+b < len(logits); b++ {
+			if x>>b&1 == 0 {
+				logits[base+b] = inf
+			}
+		}
+	}
+	for i := len(mask) * 64; i < len(logits); i++ {
+		logits[i] = inf
+	}
+}
+
+// MustEnd reports whether the output is complete and nothing may follow
+// but end of generation (every end-of-generation id is allowed, no other
+// token): a decoder can stop without a draw, whatever the number of
+// end-of-generation ids the vocabulary has.
+func (m *Matcher) MustEnd(s State) bool { return m.entry(s).mustEnd }
 
 // MaskView returns the cached mask of s without copying. The slice is
 // shared: the caller must not modify it.
@@ -465,7 +517,9 @@ func (m *Matcher) compute(s State) *maskEntry {
 	if cnt != 1 {
 		forced = -1
 	}
-	return &maskEntry{s: s, mask: mask, forced: forced}
+	// Only end-of-generation left: the output is complete.
+	mustEnd := s.acc && !s.end && cnt == len(m.v.eog)
+	return &maskEntry{s: s, mask: mask, forced: forced, mustEnd: mustEnd}
 }
 
 // checkStack reports whether stack n can consume b: the exact test for a

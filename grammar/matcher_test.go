@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -51,6 +52,9 @@ func checkMask(t *testing.T, m *Matcher, s State) {
 	}
 	if (mask[m.v.eog[0]/64]>>(m.v.eog[0]%64)&1 == 1) != m.CanEnd(s) {
 		t.Fatalf("EOG bit disagrees with CanEnd %v", m.CanEnd(s))
+	}
+	if want := m.CanEnd(s) && n == len(m.v.eog); m.MustEnd(s) != want {
+		t.Fatalf("MustEnd %v with %d tokens allowed, CanEnd %v", m.MustEnd(s), n, m.CanEnd(s))
 	}
 }
 
@@ -104,6 +108,7 @@ func TestMaskAgreesWithAdvance(t *testing.T) {
 		"root ::= obj\nobj ::= \"{\" (kv (\",\" kv)*)? \"}\"\nkv ::= \"\\\"\" [a-z]+ \"\\\":\" (obj | [0-9]+ | \"true\")",
 		`root ::= [^\x00-\x7F]{2,5}`,
 		`root ::= ("hello" | "hel" | "help") " " ("world" | "")`,
+		`root ::= ("a"? ("b" | "")*)* "c"?`,
 	}
 	v := testVocab(1, 700)
 	for gi, src := range grammars {
@@ -225,5 +230,30 @@ func TestFromTokenizer(t *testing.T) {
 	}
 	if _, ok := m.Advance(s, 0xA9+3); !ok { // <0xA9>: é
 		t.Fatal("<0xA9> refused after <0xC3>")
+	}
+}
+
+// TestApply: exactly the disallowed logits become -Inf, padded rows past
+// the vocabulary too, the allowed ones keep their values.
+func TestApply(t *testing.T) {
+	v := testVocab(6, 300)
+	m := NewMatcher(mustSchema(t, `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}`), v)
+	s, ok := m.AdvanceBytes(m.Start(), []byte(`{"a":1`))
+	if !ok {
+		t.Fatal("prefix refused")
+	}
+	logits := make([]float32, v.Len()+70)
+	for i := range logits {
+		logits[i] = float32(i)
+	}
+	m.Apply(s, logits)
+	for i, l := range logits {
+		_, ok := m.Advance(s, int32(i))
+		if i >= v.Len() {
+			ok = false
+		}
+		if ok != !math.IsInf(float64(l), -1) || ok && l != float32(i) {
+			t.Fatalf("token %d (%q): logit %v, allowed %v", i, v.Bytes(int32(min(i, v.Len()-1))), l, ok)
+		}
 	}
 }

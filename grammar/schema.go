@@ -46,6 +46,9 @@ var annotations = map[string]bool{
 	"$schema": true, "$id": true, "id": true, "$anchor": true, "deprecated": true, "readOnly": true,
 	"writeOnly": true, "contentEncoding": true, "contentMediaType": true, "contentSchema": true,
 	"$vocabulary": true, "$dynamicAnchor": true,
+	// OpenAPI's (and Pydantic's) hint beside oneOf: validation does not
+	// read it; oneOf is enforced only when its branches cannot overlap.
+	"discriminator": true,
 }
 
 // Keywords the compiler enforces (for some types; see genType).
@@ -108,27 +111,22 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 }
 
 func compileSchema(v any) (*Grammar, error) {
-	src, err := schemaGBNF(v)
+	src, c, err := schemaSource(v)
 	if err != nil {
 		return nil, err
 	}
 	g, err := ParseGBNF(src)
 	if err != nil {
 		if errors.Is(err, ErrEmpty) {
-			return nil, &SchemaError{Pointer: "#", Msg: "no JSON value satisfies the schema", Err: ErrEmpty}
+			msg := "no JSON value satisfies the schema"
+			if len(c.emptyAt) > 0 {
+				msg += " (unsatisfiable: " + strings.Join(c.emptyAt, "; ") + ")"
+			}
+			return nil, &SchemaError{Pointer: "#", Msg: msg, Err: ErrEmpty}
 		}
 		return nil, fmt.Errorf("schema: internal error, generated grammar invalid: %w", err)
 	}
 	return g, nil
-}
-
-// SchemaToGBNF returns the GBNF grammar FromJSONSchema compiles schema to.
-func SchemaToGBNF(schema []byte) (string, error) {
-	v, err := decodeOrdered(schema)
-	if err != nil {
-		return "", fmt.Errorf("schema: invalid JSON: %w", err)
-	}
-	return schemaGBNF(v)
 }
 
 type compiler struct {
@@ -139,6 +137,7 @@ type compiler struct {
 	bases             map[string]*url.URL // schema pointer -> base URI
 	resources         map[string]string   // absolute URI -> pointer of the schema with that $id
 	anchors           map[string]string   // absolute URI#anchor -> pointer
+	emptyAt           []string            // the first subschemas found to admit no value
 	rules             []string            // "name ::= body" lines
 	refs              map[string]string   // JSON pointer -> rule name
 	prims             map[string]bool
@@ -151,25 +150,25 @@ type compiler struct {
 // nothing is ErrEmpty.
 const never = `[^\x00-\U0010FFFF]`
 
-func schemaGBNF(v any) (string, error) {
+func schemaSource(v any) (string, *compiler, error) {
 	c := newCompiler(v)
 	if o, ok := v.(*obj); ok {
 		if d, ok := o.get("$schema"); ok {
 			if err := knownMetaschema(d); err != nil {
-				return "", err
+				return "", nil, err
 			}
 		}
 	}
 	e, err := c.gen(v, "#")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var sb strings.Builder
 	sb.WriteString("root ::= " + e + "\n")
 	for _, r := range c.rules {
 		sb.WriteString(r + "\n")
 	}
-	return sb.String(), nil
+	return sb.String(), c, nil
 }
 
 // knownMetaschema accepts the $schema URIs of the drafts whose keywords the
@@ -203,6 +202,15 @@ func newCompiler(v any) *compiler {
 	c.resources[defaultBase.String()] = "#"
 	c.index(v, "#", defaultBase)
 	return c
+}
+
+// empty notes that the schema at ptr admits no value (why), for the error
+// when the whole schema turns out empty, and returns never.
+func (c *compiler) empty(ptr, why string) string {
+	if len(c.emptyAt) < 3 {
+		c.emptyAt = append(c.emptyAt, ptr+": "+why)
+	}
+	return never
 }
 
 func (c *compiler) rule(prefix, body string) string {
@@ -322,7 +330,7 @@ func (c *compiler) gen(s any, ptr string) (string, error) {
 		if x {
 			return c.prim("value"), nil
 		}
-		return never, nil
+		return c.empty(ptr, "the schema is false (or a combination that nothing satisfies)"), nil
 	case *obj:
 		return c.genObj(x, ptr)
 	}
@@ -462,6 +470,9 @@ func (c *compiler) genObj(o *obj, ptr string) (string, error) {
 		}
 		if len(plain) > 0 {
 			parts = append(parts, literalTrie(plain))
+		}
+		if len(parts) == 0 {
+			return c.empty(ptr, "no "+kw+" value has an allowed type"), nil
 		}
 		return alt(parts), nil
 	}
@@ -1053,9 +1064,12 @@ func toFloat(v any) (float64, bool) {
 // constants, or objects with a required property whose constants differ.
 func (c *compiler) disjoint(branches []any, ptr string) error {
 	type sig struct {
-		types  []string
-		consts map[string]bool // nil: any value of types
-		disc   map[string]map[string]bool
+		types    []string
+		consts   map[string]bool // nil: any value of types
+		disc     map[string]map[string]bool
+		closed   bool // additionalProperties false
+		declared map[string]bool
+		required []string
 	}
 	sigs := make([]sig, len(branches))
 	for i, b := range branches {
@@ -1083,6 +1097,22 @@ func (c *compiler) disjoint(branches []any, ptr string) error {
 			s.consts = map[string]bool{}
 			for _, v := range vals {
 				s.consts[compactString(v)] = true
+			}
+		}
+		if ap, ok := o.get("additionalProperties"); ok && ap == false {
+			s.closed = true
+		}
+		if props, ok := o.vals["properties"].(*obj); ok {
+			s.declared = map[string]bool{}
+			for _, k := range props.keys {
+				s.declared[k] = true
+			}
+		}
+		if rl, ok := o.vals["required"].([]any); ok {
+			for _, r := range rl {
+				if name, ok := r.(string); ok {
+					s.required = append(s.required, name)
+				}
 			}
 		}
 		// A discriminator: required properties with const/enum values.
@@ -1137,10 +1167,23 @@ func (c *compiler) disjoint(branches []any, ptr string) error {
 					discriminated = true
 				}
 			}
-			if onlyObjects && discriminated {
+			// A closed object cannot have a property the other requires
+			// and it does not declare.
+			excludes := func(x, y sig) bool {
+				if !x.closed {
+					return false
+				}
+				for _, r := range y.required {
+					if !x.declared[r] {
+						return true
+					}
+				}
+				return false
+			}
+			if onlyObjects && (discriminated || excludes(a, b) || excludes(b, a)) {
 				continue
 			}
-			return refuse(ptr, "oneOf", "branches %d and %d may both match a value (only oneOf over different types, constants or a required const property is enforced)", i, j)
+			return refuse(ptr, "oneOf", "branches %d and %d may both match a value (only oneOf over different types, constants, a required const property, or closed objects with different required properties is enforced)", i, j)
 		}
 	}
 	return nil
@@ -1238,7 +1281,7 @@ func (c *compiler) genString(o *obj, ptr string) (string, error) {
 		return c.prim("string"), nil
 	}
 	if hasMax && maxL < minL {
-		return never, nil
+		return c.empty(ptr, "maxLength is below minLength"), nil
 	}
 	rep := fmt.Sprintf("{%d,}", minL)
 	if hasMax {

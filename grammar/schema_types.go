@@ -100,7 +100,7 @@ func (c *compiler) genNumber(isInt bool, o *obj, ptr string) (string, error) {
 			}
 			l = int64(max(f, -intCap))
 			if f > intCap {
-				return never, nil
+				return c.empty(ptr, "minimum beyond the 16-digit cap"), nil
 			}
 		}
 		if hi.set {
@@ -110,11 +110,11 @@ func (c *compiler) genNumber(isInt bool, o *obj, ptr string) (string, error) {
 			}
 			h = int64(min(f, intCap))
 			if f < -intCap {
-				return never, nil
+				return c.empty(ptr, "maximum beyond the 16-digit cap"), nil
 			}
 		}
 		if l > h {
-			return never, nil
+			return c.empty(ptr, "no integer between minimum and maximum"), nil
 		}
 		var parts []string
 		if h >= 0 {
@@ -161,6 +161,9 @@ func (c *compiler) genNumber(isInt bool, o *obj, ptr string) (string, error) {
 		for _, p := range magnitude(from, fromIn, a, !lo.excl, !lo.set) {
 			parts = append(parts, `"-" `+p)
 		}
+	}
+	if len(parts) == 0 {
+		return c.empty(ptr, "no number between minimum and maximum"), nil
 	}
 	return alt(parts), nil
 }
@@ -630,7 +633,7 @@ func (c *compiler) genArray(o *obj, ptr string) (string, error) {
 		}
 	}
 	if maxI >= 0 && minI > maxI {
-		return never, nil
+		return c.empty(ptr, "minItems above maxItems (or the items allowed)"), nil
 	}
 	k := len(prefix)
 	if maxI >= 0 {
@@ -680,7 +683,7 @@ func (c *compiler) genArray(o *obj, ptr string) (string, error) {
 			restExpr = fmt.Sprintf(`%s ( "," %s )%s`, r, r, rep(rmin-1, h))
 		}
 	} else if rmin > 0 {
-		return never, nil
+		return c.empty(ptr, "minItems needs more items than allowed"), nil
 	}
 	// The prefix, nested: items past minItems are optional, each only after
 	// the one before it.

@@ -61,6 +61,8 @@ var propertySchemas = []string{
 	`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":10,"exclusiveMaximum":true}},"required":["n"],"additionalProperties":false}`,
 	`{"type":"array","items":{"type":"string","format":"uuid"},"maxItems":2}`,
 	`{"type":"object","properties":{"host":{"type":"string","format":"hostname"},"ip":{"type":"string","format":"ipv4"},"mail":{"type":"string","format":"email"}},"required":["host","ip","mail"],"additionalProperties":false}`,
+	// Pydantic's discriminated union, as model_json_schema() writes it.
+	`{"$defs":{"Cat":{"properties":{"pet_type":{"const":"cat","title":"Pet Type","type":"string"},"meows":{"title":"Meows","type":"integer"}},"required":["pet_type","meows"],"title":"Cat","type":"object"},"Dog":{"properties":{"pet_type":{"const":"dog","title":"Pet Type","type":"string"},"barks":{"title":"Barks","type":"number"}},"required":["pet_type","barks"],"title":"Dog","type":"object"}},"properties":{"pet":{"discriminator":{"mapping":{"cat":"#/$defs/Cat","dog":"#/$defs/Dog"},"propertyName":"pet_type"},"oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}],"title":"Pet"},"n":{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null,"title":"N"}},"required":["pet"],"title":"Model","type":"object"}`,
 	`true`,
 }
 
