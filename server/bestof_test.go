@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,5 +56,31 @@ func TestCompletionBestOf(t *testing.T) {
 		if code != 400 || !strings.Contains(resp, "best_of") {
 			t.Errorf("%s: %d %s, want a 400 naming best_of", body, code, resp)
 		}
+	}
+}
+
+// logit_bias through the official client: -100 on the greedy completion's
+// first token makes the server avoid it (the engine's own completion with
+// the same bias), and a key that is no token id is a 400 naming logit_bias.
+func TestCompletionLogitBias(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	ctx := context.Background()
+	free := complete(t, f.eng, sluice.Request{Prompt: "once upon a time", MaxNewTokens: 8})
+	first := free.Tokens[free.PromptTokens]
+	want := complete(t, f.eng, sluice.Request{Prompt: "once upon a time", MaxNewTokens: 8, LogitBias: map[int32]float32{first: -100}})
+	p := completionParams("once upon a time", 8)
+	p.LogitBias = map[string]int64{fmt.Sprint(first): -100}
+	got, err := f.client.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Text != want.Completion || want.Completion == free.Completion {
+		t.Errorf("with the bias: %q, engine %q, without %q", got.Choices[0].Text, want.Completion, free.Completion)
+	}
+	if want.Tokens[want.PromptTokens] == first {
+		t.Errorf("the banned token %d came first anyway", first)
+	}
+	if code, resp := f.post(t, "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"x":1}}`); code != 400 || !strings.Contains(resp, "logit_bias") {
+		t.Errorf("bad key: %d %s", code, resp)
 	}
 }

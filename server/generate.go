@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type params struct {
 	stream     bool
 	usage      bool
 	bestOf     int // > n: one best_of request per prompt (runBestOf); 0: none
+	logitBias  map[int32]float32
 }
 
 // job is one HTTP generation request: its prompts × n choices.
@@ -163,7 +165,18 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 		}
 	}
 	if len(f.LogitBias) > 0 {
-		return p, badRequest("logit_bias", "'logit_bias' is not supported by this server.")
+		p.logitBias = make(map[int32]float32, len(f.LogitBias))
+		v := s.tok.VocabSize()
+		for k, b := range f.LogitBias {
+			id, err := strconv.ParseInt(k, 10, 32)
+			if err != nil || id < 0 || int(id) >= v {
+				return p, badRequest("logit_bias", "'logit_bias' names token %q: keys must be token ids from 0 to %d.", k, v-1)
+			}
+			if !(b >= -100 && b <= 100) {
+				return p, badRequest("logit_bias", "'logit_bias' gives token %s the bias %g: it must be in [-100, 100].", k, b)
+			}
+			p.logitBias[int32(id)] = float32(b)
+		}
 	}
 	if len(f.Stop) > maxStops {
 		return p, badRequest("stop", "'stop' has %d strings: at most %d are allowed.", len(f.Stop), maxStops)
@@ -466,7 +479,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, idx), Index: index, Tokens: prompt,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias,
 	}
 	var lp *lpCapture
 	if j.p.logprobs >= 0 {
@@ -540,7 +553,7 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, i), Index: index, Tokens: prompt, BestOf: j.p.bestOf,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias,
 	}
 	s.m.promptTokens.Add(float64(len(prompt)))
 	res, err := s.eng.Complete(ctx, req)

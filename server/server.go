@@ -45,10 +45,13 @@
 // A speculative pipeline (one with a verify stage) samples verified drafts
 // without OnLogits, so there logprobs are a 400.
 //
-// presence_penalty and frequency_penalty are not implemented (the sampler
-// has no such penalty and OnLogits cannot change sampling): a non-zero
-// value is a 400 naming the parameter, as are logit_bias, suffix, best_of >
-// n, tools and a response_format other than text.
+// logit_bias (token id → bias in [-100, 100]) is a logits processor of the
+// request (sample.LogitBias), applied in every decoding mode; best_of > n
+// samples best_of candidates per prompt and returns the n with the highest
+// cumulative log-probability, counting all of them in usage (not with
+// stream or logprobs). presence_penalty and frequency_penalty are not
+// implemented: a non-zero value is a 400 naming the parameter, as are
+// suffix, tools and a response_format other than text.
 //
 // # Errors and limits
 //
