@@ -123,17 +123,11 @@ func (r *Beam) start(q *session.Session) (*search, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", q.Req.ID, err)
 	}
-	s := &search{b: b, ids: []int32{q.Seq}}
-	for len(s.free) < o.NumBeams-1 {
-		id, ok := r.sc.TakeSeq()
-		if !ok {
-			for _, id := range s.free {
-				r.sc.GiveSeq(id)
-			}
-			return nil, fmt.Errorf("request %s: num_beams = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, o.NumBeams, o.NumBeams, len(s.free)+1)
-		}
-		s.free = append(s.free, id)
+	free, ok := r.sc.TakeSeqs(o.NumBeams - 1)
+	if !ok {
+		return nil, fmt.Errorf("request %s: num_beams = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, o.NumBeams, o.NumBeams, r.sc.FreeSeqs()+1)
 	}
+	s := &search{b: b, ids: []int32{q.Seq}, free: free}
 	r.search[q] = s
 	return s, nil
 }

@@ -113,16 +113,13 @@ func (b *BestOf) Expand(_ context.Context, st *sched.Step, spans []int) error {
 func (b *BestOf) start(q *session.Session) (*bestOfRun, error) {
 	k := q.Req.BestOf
 	r := &bestOfRun{own: q.Seq, cands: make([]candidate, k)}
+	ids, ok := b.sc.TakeSeqs(k - 1)
+	if !ok {
+		return nil, fmt.Errorf("request %s: best_of = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, k, k, b.sc.FreeSeqs()+1)
+	}
 	r.cands[0].seq = q.Seq
-	for c := 1; c < k; c++ {
-		id, ok := b.sc.TakeSeq()
-		if !ok {
-			for _, cd := range r.cands[1:c] {
-				b.sc.GiveSeq(cd.seq)
-			}
-			return nil, fmt.Errorf("request %s: best_of = %d needs %d KV sequences and only %d are free: raise max_in_flight", q.Req.ID, k, k, c)
-		}
-		r.cands[c].seq = id
+	for c, id := range ids {
+		r.cands[c+1].seq = id
 	}
 	b.runs[q] = r
 	return r, nil

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/kvcache"
@@ -629,21 +630,23 @@ func (s *Scheduler) EndPass(st *Step) bool {
 	return true
 }
 
-// TakeSeq lends a free KV-cache sequence id beyond a session's own (a beam
-// search's other beams, best_of's other candidates); false when none is
-// free. GiveSeq returns it, its sequence freed in the cache.
-func (s *Scheduler) TakeSeq() (int32, bool) {
+// TakeSeqs lends n free KV-cache sequence ids beyond a session's own (a
+// beam search's other beams, best_of's other candidates), all or none:
+// false, and nothing taken, when fewer are free. GiveSeq returns each, its
+// sequence freed in the cache.
+func (s *Scheduler) TakeSeqs(n int) ([]int32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.freeSeqs) == 0 {
-		return -1, false
+	if len(s.freeSeqs) < n {
+		return nil, false
 	}
-	id := s.freeSeqs[len(s.freeSeqs)-1]
-	s.freeSeqs = s.freeSeqs[:len(s.freeSeqs)-1]
-	return id, true
+	ids := slices.Clone(s.freeSeqs[len(s.freeSeqs)-n:])
+	slices.Reverse(ids) // the order the ids were taken one at a time before
+	s.freeSeqs = s.freeSeqs[:len(s.freeSeqs)-n]
+	return ids, true
 }
 
-// GiveSeq returns an id from TakeSeq.
+// GiveSeq returns an id from TakeSeqs.
 func (s *Scheduler) GiveSeq(id int32) {
 	s.Cache.Free(id)
 	s.mu.Lock()

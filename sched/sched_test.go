@@ -138,3 +138,24 @@ func TestCloseDrains(t *testing.T) {
 		t.Errorf("%d KV sequences free after the end, want 2", n)
 	}
 }
+
+// TakeSeqs lends all it is asked for or nothing, and GiveSeq takes them back.
+func TestTakeSeqs(t *testing.T) {
+	sc, err := sched.New(arch, sched.Options{MaxSeqs: 4, Context: arch.Context})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sc.TakeSeqs(5); ok || sc.FreeSeqs() != 4 {
+		t.Fatalf("took 5 of 4, or took some: %d free", sc.FreeSeqs())
+	}
+	ids, ok := sc.TakeSeqs(3)
+	if !ok || len(ids) != 3 || sc.FreeSeqs() != 1 {
+		t.Fatalf("took %v, %d free", ids, sc.FreeSeqs())
+	}
+	for _, id := range ids {
+		sc.GiveSeq(id)
+	}
+	if sc.FreeSeqs() != 4 {
+		t.Errorf("%d free after giving back", sc.FreeSeqs())
+	}
+}
