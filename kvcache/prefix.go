@@ -66,7 +66,7 @@ type PrefixStats struct {
 	Indexed     int   // pages in the index now (in use or idle)
 	Idle        int   // of which no sequence holds: cached copies
 	CachedBytes int64 // bytes of the idle pages
-	MaxBytes    int64 // ristretto's MaxCost (Options.PrefixBytes)
+	MaxBytes    int64 // ristretto's MaxCost (Options.PrefixBytes with its default)
 }
 
 // prefixIndex is the prefix cache's state; guarded by Cache.mu except
@@ -123,10 +123,19 @@ func newPrefixIndex(c *Cache, pages int) (*prefixIndex, error) {
 	return px, nil
 }
 
+// close stops ristretto. Its Close reports every item it held as evicted;
+// those are not evictions of the cache's policy, so they are discarded, and
+// pages idled afterwards are dropped at once (the cache is done with).
+// c.mu held.
 func (px *prefixIndex) close() {
-	if px.rc != nil {
-		px.rc.Close()
+	if px.rc == nil {
+		return
 	}
+	px.rc.Close()
+	px.rc = nil
+	px.vmu.Lock()
+	px.victims = px.victims[:0]
+	px.vmu.Unlock()
 }
 
 // rootKey is the key before a sequence's first page: the salt's.
@@ -375,9 +384,7 @@ func (c *Cache) prefixStats() PrefixStats {
 		Published: px.published, Evictions: px.evictions, Indexed: len(px.at), Idle: px.idle,
 		CachedBytes: int64(px.idle) * px.pageBytes,
 	}
-	if px.rc != nil {
-		st.MaxBytes = c.o.PrefixBytes
-	}
+	st.MaxBytes = c.o.PrefixBytes
 	return st
 }
 
