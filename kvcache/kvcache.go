@@ -43,6 +43,13 @@
 // in a ristretto cache, and those it rejects or evicts live in a spill file
 // until a pass or a copy pins them again. See budget.go.
 //
+// Prefix caching (Options.PrefixCache). Full pages published under a key
+// of their tokens (a SHA-256 chain, with a salt for the model, adapter and
+// KV type) stay cached when their sequences end, held by a ristretto cache,
+// and MapPrefix starts a new sequence with the longest run of them its
+// tokens begin with, shared copy-on-write like a fork; an indexed page is
+// never written in place. See prefix.go.
+//
 // Storage. Pages hold float32 values (Options.DType tensor.F32) or IEEE
 // binary16 halves (tensor.F16: half the bytes per page, per frame and in the
 // spill file). Put rounds F16 rows to nearest even (tensor.F32ToF16), and
