@@ -170,6 +170,7 @@ type Scheduler struct {
 	active   []*session.Session // oldest first
 	held     []*session.Session // taken from the queue, waiting for a shared prefix (prefix.go)
 	keys     map[*session.Session][]kvcache.PrefixKey
+	salts    map[*session.Session][]byte
 	freeKV   []int32
 	shutdown bool // Shutdown: cancel everything at the next Plan
 	steps    int64
@@ -217,6 +218,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 		retired: make(chan *session.Session, o.MaxSeqs),
 		stop:    make(chan struct{}),
 		keys:    map[*session.Session][]kvcache.PrefixKey{},
+		salts:   map[*session.Session][]byte{},
 	}
 	for i := o.MaxSeqs - 1; i >= 0; i-- {
 		s.freeKV = append(s.freeKV, int32(i))
@@ -698,7 +700,7 @@ func (s *Scheduler) FreeKV() int {
 
 // release frees q's KV sequence. s.mu held.
 func (s *Scheduler) release(q *session.Session) {
-	s.forgetKeys(q)
+	defer s.forgetKeys(q)
 	if q.KV < 0 {
 		return
 	}
