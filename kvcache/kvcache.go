@@ -43,6 +43,13 @@
 // in a ristretto cache, and those it rejects or evicts live in a spill file
 // until a pass or a copy pins them again. See budget.go.
 //
+// Prefix caching (Options.PrefixCache). Full pages published under a key
+// of their tokens (a SHA-256 chain, with a salt for the model, adapter and
+// KV type) stay cached when their sequences end, held by a ristretto cache,
+// and MapPrefix starts a new sequence with the longest run of them its
+// tokens begin with, shared copy-on-write like a fork; an indexed page is
+// never written in place. See prefix.go.
+//
 // Storage. Pages hold float32 values (Options.DType tensor.F32) or IEEE
 // binary16 halves (tensor.F16: half the bytes per page, per frame and in the
 // spill file). Put rounds F16 rows to nearest even (tensor.F32ToF16), and
@@ -179,11 +186,13 @@ type seqState struct {
 
 	tree treeState
 
-	// Prefix caching: root is the key of the salt the sequence was last
-	// published or mapped under, keys[i] the key of its page i (the full
-	// pages whose contents are known, from the first on).
-	root PrefixKey
-	keys []PrefixKey
+	// Prefix caching: salt is what the sequence was last published or
+	// mapped under (when rooted), root its key, keys[i] the key of its
+	// page i (the full pages whose contents are known, from the first on).
+	rooted bool
+	salt   []byte
+	root   PrefixKey
+	keys   []PrefixKey
 
 	entry int // index into the current Begin's entries (valid while marked)
 }
@@ -561,7 +570,7 @@ func (c *Cache) newSeq(seq int32) *seqState {
 		s, c.spare = c.spare[k], c.spare[:k]
 		t := s.tree
 		t.close()
-		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, kh: s.kh, vh: s.vh, lastRows: s.lastRows[:0], tree: t, keys: s.keys[:0], entry: -1}
+		*s = seqState{id: seq, pages: s.pages[:0], kp: s.kp, vp: s.vp, kh: s.kh, vh: s.vh, lastRows: s.lastRows[:0], tree: t, salt: s.salt[:0], keys: s.keys[:0], entry: -1}
 	} else {
 		s = &seqState{id: seq, kp: make([][][]float32, c.o.Layers), vp: make([][][]float32, c.o.Layers), tree: treeState{start: -1}, entry: -1}
 		if c.f16 {
@@ -654,7 +663,7 @@ func (c *Cache) Fork(src, dst, n int32) error {
 	}
 	d.keys = d.keys[:0]
 	if s != nil {
-		d.root = s.root
+		d.rooted, d.salt, d.root = s.rooted, append(d.salt[:0], s.salt...), s.root
 		d.keys = append(d.keys, s.keys[:min(len(s.keys), int(n/c.pt))]...)
 	}
 	for i := range c.pagesFor(n) {

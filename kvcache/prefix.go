@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -66,7 +67,7 @@ type PrefixStats struct {
 	Indexed     int   // pages in the index now (in use or idle)
 	Idle        int   // of which no sequence holds: cached copies
 	CachedBytes int64 // bytes of the idle pages
-	MaxBytes    int64 // ristretto's MaxCost (Options.PrefixBytes)
+	MaxBytes    int64 // ristretto's MaxCost (Options.PrefixBytes with its default)
 }
 
 // prefixIndex is the prefix cache's state; guarded by Cache.mu except
@@ -93,7 +94,7 @@ type prefixIndex struct {
 // newPrefixIndex sets up prefix caching for c (c.o validated).
 func newPrefixIndex(c *Cache, pages int) (*prefixIndex, error) {
 	px := &prefixIndex{
-		at:        map[PrefixKey]int32{},
+		at:        make(map[PrefixKey]int32, pages), // never grows: a key per page at most
 		key:       make([]PrefixKey, pages),
 		keyed:     make([]bool, pages),
 		gen:       make([]uint32, pages),
@@ -123,20 +124,26 @@ func newPrefixIndex(c *Cache, pages int) (*prefixIndex, error) {
 	return px, nil
 }
 
+// close stops ristretto. Its Close reports every item it held as evicted;
+// those are not evictions of the cache's policy, so they are discarded, and
+// pages idled afterwards are dropped at once (the cache is done with).
+// c.mu held.
 func (px *prefixIndex) close() {
-	if px.rc != nil {
-		px.rc.Close()
+	if px.rc == nil {
+		return
 	}
+	px.rc.Close()
+	px.rc = nil
+	px.vmu.Lock()
+	px.victims = px.victims[:0]
+	px.vmu.Unlock()
 }
 
 // rootKey is the key before a sequence's first page: the salt's.
 func rootKey(salt []byte) PrefixKey {
-	h := sha256.New()
-	h.Write([]byte("sluice kv prefix\x00"))
-	h.Write(salt)
-	var k PrefixKey
-	h.Sum(k[:0])
-	return k
+	var buf [256]byte
+	b := append(buf[:0], "sluice kv prefix\x00"...)
+	return sha256.Sum256(append(b, salt...))
 }
 
 // chainKey is the key of a page holding tokens after a page keyed prev.
@@ -296,7 +303,7 @@ func (c *Cache) MapPrefix(seq int32, salt []byte, tokens []int32) (int32, error)
 	if s == nil {
 		s = c.newSeq(seq)
 	}
-	s.root, s.keys = root, append(s.keys[:0], keys...)
+	s.rooted, s.salt, s.root, s.keys = true, append(s.salt[:0], salt...), root, append(s.keys[:0], keys...)
 	for _, p := range pages {
 		c.hold(p)
 		c.appendPage(s, p)
@@ -330,8 +337,10 @@ func (c *Cache) Publish(seq int32, salt []byte, tokens []int32) int {
 		n = min(n, s.tree.start)
 	}
 	full := int(n / c.pt)
-	if root := rootKey(salt); root != s.root || len(s.keys) == 0 {
-		s.root, s.keys = root, s.keys[:0]
+	if !s.rooted || !bytes.Equal(s.salt, salt) {
+		// Compared as bytes so that a decode step's publish hashes and
+		// allocates nothing until a page fills.
+		s.rooted, s.salt, s.root, s.keys = true, append(s.salt[:0], salt...), rootKey(salt), s.keys[:0]
 	}
 	pt := int(c.pt)
 	added := 0
@@ -375,9 +384,7 @@ func (c *Cache) prefixStats() PrefixStats {
 		Published: px.published, Evictions: px.evictions, Indexed: len(px.at), Idle: px.idle,
 		CachedBytes: int64(px.idle) * px.pageBytes,
 	}
-	if px.rc != nil {
-		st.MaxBytes = c.o.PrefixBytes
-	}
+	st.MaxBytes = c.o.PrefixBytes
 	return st
 }
 

@@ -540,3 +540,20 @@ func TestPrefixPoolPressure(t *testing.T) {
 	}
 	checkInvariants(t, c)
 }
+
+// Closing the cache stops ristretto, which reports what it held as evicted:
+// the counters must not take that for the policy's evictions.
+func TestPrefixCloseKeepsCounters(t *testing.T) {
+	c := mustNew(t, Options{Layers: 1, KVHeads: 1, HeadDim: 2, PageTokens: 2, MaxTokens: 16, PrefixCache: true})
+	toks := []int32{1, 2, 3, 4, 5}
+	must(t, writeRows(t, c, linear(0, 0, len(toks)), prefixTags(0, toks)))
+	c.Publish(0, prefixSalts[0], toks)
+	c.Free(0)
+	c.px.rc.Wait()
+	must(t, c.Close())
+	st := c.Stats()
+	if st.Prefix.Evictions != 0 || st.PagesCached != 2 || st.Prefix.CachedBytes != 2*c.px.pageBytes {
+		t.Fatalf("after Close: %d evictions, %d pages cached (%d bytes); want 0, 2", st.Prefix.Evictions, st.PagesCached, st.Prefix.CachedBytes)
+	}
+	checkInvariants(t, c)
+}

@@ -533,6 +533,12 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:3: cache.kv_budget: -4096 is negative; want ≥ 0 (0 = none)`,
 		},
 		{
+			name: "bad prefix cache size",
+			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nprefix_cache_size = \"lots\""),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:3: cache.prefix_cache_size: byte size "lots": want a number with an optional unit, e.g. 512MiB or 2GB`,
+		},
+		{
 			name: "bad kv type",
 			src:  edit(t, `name = "t"`, "name = \"t\"\n[cache]\nkv_type = \"q8_0\""),
 			kind: ErrInvalid,
@@ -813,6 +819,9 @@ func TestKVBudget(t *testing.T) {
 		"kv_budget = \"1.5MiB\"\nspill_dir = \"/tmp\"": {KVBudget: 3 << 19, SpillDir: "/tmp"},
 		`kv_type = "f16"`:                              {KVType: "f16"},
 		`kv_type = "f32"`:                              {KVType: "f32"},
+		`prefix_cache = false`:                         {NoPrefixCache: true},
+		`prefix_cache = true`:                          {},
+		`prefix_cache_size = "256MiB"`:                 {PrefixCacheSize: 256 << 20},
 	} {
 		p, err := Parse([]byte(edit(t, `name = "t"`, "name = \"t\"\n[cache]\n"+src)), "t.toml")
 		if err != nil {
@@ -821,7 +830,8 @@ func TestKVBudget(t *testing.T) {
 		if p.Cache != want {
 			t.Errorf("%s: [cache] %+v, want %+v", src, p.Cache, want)
 		}
-		if o := p.SchedOptions(); o.KVBudget != want.KVBudget || o.SpillDir != want.SpillDir || o.KVType != want.KVDType() {
+		if o := p.SchedOptions(); o.KVBudget != want.KVBudget || o.SpillDir != want.SpillDir || o.KVType != want.KVDType() ||
+			o.PrefixCache == want.NoPrefixCache || o.PrefixCacheBytes != want.PrefixCacheSize {
 			t.Errorf("%s: scheduler options %+v", src, o)
 		}
 	}

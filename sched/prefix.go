@@ -35,8 +35,15 @@ import (
 // salt is what, besides the tokens, determines q's keys and values: the
 // model, the KV element type and the LoRA adapter set (a name always names
 // the same weights: model.Adaptable refuses a name twice).
+// It is made once per session (s.salts), so that publishing in a decode
+// step allocates nothing. s.mu held.
 func (s *Scheduler) salt(q *session.Session) []byte {
-	return fmt.Appendf(nil, "model=%q kv=%v adapter=%q", s.o.ModelID, s.o.KVType, q.Req.Adapter)
+	b, ok := s.salts[q]
+	if !ok {
+		b = fmt.Appendf(nil, "model=%q kv=%v adapter=%q", s.o.ModelID, s.o.KVType, q.Req.Adapter)
+		s.salts[q] = b
+	}
+	return b
 }
 
 // prefixable reports whether q may start from cached pages: requests that
@@ -46,7 +53,7 @@ func (s *Scheduler) prefixable(q *session.Session) bool {
 }
 
 // mapPrefix starts q's KV sequence with its cached prompt prefix. A
-// failure (q's sequence was not empty: a bug) fails q alone.
+// failure (q's sequence was not empty: a bug) fails q alone. s.mu held.
 func (s *Scheduler) mapPrefix(q *session.Session) {
 	if !s.prefixable(q) {
 		return
@@ -59,7 +66,7 @@ func (s *Scheduler) mapPrefix(q *session.Session) {
 	q.Cached, q.CachedTokens = int(n), int(n)
 }
 
-// publish indexes the full pages of q's KV history: its first q.Cached
+// publish indexes the full pages of q's KV history (s.mu held): its first q.Cached
 // tokens, which every decoding strategy keeps in q's sequence (one that
 // ends a session with tokens its sequence does not hold, as beam search and
 // best_of do, leaves Cached at the prompt: session.FinishBeams).
@@ -125,7 +132,9 @@ func (s *Scheduler) unheld() *session.Session {
 	return nil
 }
 
-// forgetKeys drops q's prompt keys (q leaves the scheduler). s.mu held.
+// forgetKeys drops q's prompt keys and salt (q leaves the scheduler).
+// s.mu held.
 func (s *Scheduler) forgetKeys(q *session.Session) {
 	delete(s.keys, q)
+	delete(s.salts, q)
 }

@@ -156,6 +156,49 @@ func TestPrefixCacheSameText(t *testing.T) {
 	}
 }
 
+// Under a KV budget that spills, cached pages are frames like any other
+// (and an idle page whose frame the budget evicts is dropped): the text is
+// still the unbounded cold run's, requests still map the shared opening,
+// and what stays in memory is within the budget.
+func TestPrefixCacheUnderKVBudget(t *testing.T) {
+	l := enginetest.Stories(t, 2)
+	var jobs []prefixJob
+	for _, pr := range sharedPrompts(12) {
+		jobs = append(jobs, prefixJob{prompt: pr})
+	}
+	cold := prefixPipeline(false, 4)
+	cold.Model.Context = 128
+	want := runJobs(t, enginetest.Engine(t, l, cold), jobs)
+	a := l.Model.Arch()
+	p := prefixPipeline(true, 4)
+	// A 128-token context (8 pages) and 30 frames (one layer of one page
+	// each): a step pins up to 13, the rest is the budget's ristretto share,
+	// far below the 4 sequences' and the cached pages' frames.
+	p.Model.Context = 128
+	frame := a.KVBytesPerToken() / int64(a.Layers) * 16
+	p.Cache.KVBudget = 30 * frame
+	p.Cache.SpillDir = t.TempDir()
+	e := enginetest.Engine(t, l, p)
+	got := runJobs(t, e, jobs)
+	mapped := 0
+	for i := range jobs {
+		if got[i].res.Text != want[i].res.Text {
+			t.Fatalf("job %d under the budget: %q, cold and unbounded %q", i, got[i].res.Text, want[i].res.Text)
+		}
+		if got[i].res.CachedTokens >= 64 {
+			mapped++
+		}
+	}
+	st := e.Stats().Cache
+	t.Logf("budget %d bytes (%d frames): %d mapped; prefix %+v; spill: %d spilled, %d reloaded", st.Spill.Budget, st.Spill.Frames, mapped, st.Prefix, st.Spill.Spills, st.Spill.Reloads)
+	if mapped < len(jobs)/2 {
+		t.Fatalf("%d of %d requests mapped the shared opening under the budget", mapped, len(jobs))
+	}
+	if st.Spill.Budget == 0 || st.Spill.Spills == 0 || st.Spill.Resident > st.Spill.Frames {
+		t.Fatalf("budget counters %+v: want a budget that spilled and at most its frames in memory", st.Spill)
+	}
+}
+
 // Draft trees (SpecExec) and beam search fork and commit KV pages over
 // mapped, cached ones; a cached page is copied before it is written, so
 // their text with the prefix cache is what it is without.

@@ -167,6 +167,7 @@ type Scheduler struct {
 	active   []*session.Session // oldest first
 	held     []*session.Session // taken from the queue, waiting for a shared prefix (prefix.go)
 	keys     map[*session.Session][]kvcache.PrefixKey
+	salts    map[*session.Session][]byte
 	freeSeqs []int32
 	shutdown bool // Shutdown: cancel everything at the next Plan
 	steps    int64
@@ -214,6 +215,7 @@ func New(a model.Arch, o Options) (*Scheduler, error) {
 		retired: make(chan *session.Session, o.MaxSeqs),
 		stop:    make(chan struct{}),
 		keys:    map[*session.Session][]kvcache.PrefixKey{},
+		salts:   map[*session.Session][]byte{},
 	}
 	for i := o.MaxSeqs - 1; i >= 0; i-- {
 		s.freeSeqs = append(s.freeSeqs, int32(i))
@@ -663,7 +665,7 @@ func (s *Scheduler) FreeSeqs() int {
 
 // release frees q's KV sequence. s.mu held.
 func (s *Scheduler) release(q *session.Session) {
-	s.forgetKeys(q)
+	defer s.forgetKeys(q)
 	if q.Seq < 0 {
 		return
 	}

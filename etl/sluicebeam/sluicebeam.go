@@ -60,6 +60,7 @@ type Result struct {
 	Text             string `json:"text,omitempty"`
 	PromptTokens     int    `json:"prompt_tokens"`
 	CompletionTokens int    `json:"completion_tokens"`
+	CachedTokens     int    `json:"cached_tokens,omitempty"` // prompt tokens the prefix cache supplied
 	FinishReason     string `json:"finish_reason,omitempty"`
 	Error            string `json:"error,omitempty"`
 }
@@ -110,7 +111,7 @@ func (f *generateFn) ProcessElement(ctx context.Context, p Prompt, _ func(string
 	req := sluice.Request{ID: p.CustomID, Prompt: p.Prompt, MaxNewTokens: p.MaxTokens}
 	err := f.eng.e.Submit(context.WithoutCancel(ctx), req, func(res sluice.Result) {
 		defer f.wg.Done()
-		r := Result{CustomID: p.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, FinishReason: res.Finish}
+		r := Result{CustomID: p.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens, FinishReason: res.Finish}
 		if res.Err != nil {
 			r = Result{CustomID: p.CustomID, FinishReason: res.Finish, Error: res.Err.Error()}
 		}
