@@ -357,6 +357,26 @@ func (s *Session) EndIDs() []int32 {
 	return slices.Compact(ids)
 }
 
+// Keeps is how many of toks, accepted in order, s would keep: Accept
+// appends tokens until one stops it (not kept) or the length or context is
+// reached (that one kept). A verifier counts what a pass contributed with it.
+func (s *Session) Keeps(toks []int32) int {
+	if s.Done() {
+		return 0
+	}
+	n := len(s.Tokens)
+	for i, t := range toks {
+		if s.Stops(t) {
+			return i
+		}
+		n++
+		if (s.maxNew > 0 && n-s.NPrompt >= s.maxNew) || n > s.context {
+			return i + 1
+		}
+	}
+	return len(toks)
+}
+
 // Sampler is the request's sampler (a verifier needs its options).
 func (s *Session) Sampler() *sample.Sampler { return s.sampler }
 

@@ -68,13 +68,10 @@ type Options struct {
 }
 
 // DraftKV is the draft's KV cache for a draft model of arch a (no budget
-// set).
+// set), sized as the target's (sched.KVOptions): each sequence's context and
+// draft headroom rounded up to whole pages.
 func (o Options) DraftKV(a model.Arch) kvcache.Options {
-	extra := o.draftRoom()
-	return kvcache.Options{
-		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim, PageTokens: o.PageTokens,
-		MaxTokens: (o.Context + extra) * o.MaxSeqs, MaxSeqLen: o.Context + extra, Window: a.SlidingWindow,
-	}
+	return sched.KVOptions(a, sched.Options{Context: o.Context, Headroom: o.draftRoom(), PageTokens: o.PageTokens, MaxSeqs: o.MaxSeqs})
 }
 
 // Rows is the most rows a draft adds to the target batch for one session.
@@ -129,7 +126,7 @@ func (o *Options) Validate() error {
 // Stats count what speculation did.
 type Stats struct {
 	Rounds      int64 // target passes that verified a draft (one per session per step)
-	Emitted     int64 // tokens those passes emitted
+	Emitted     int64 // tokens those passes emitted that the sessions kept (not cut by a stop or the length)
 	DraftNodes  int64 // draft rows put into target batches
 	DraftPasses int64 // draft model forward passes
 	MaxDepth    int   // deepest accepted path
@@ -696,7 +693,7 @@ func (r *Runner) verifyTree(sp *sched.Span, s *seqState, logits func(int32) []fl
 		}
 	}
 	s.fed = int32(q.Cached) + 1 + int32(len(keep))
-	r.count(len(emitted), len(path))
+	r.count(q.Keeps(emitted), len(path))
 	return nil
 }
 
@@ -750,7 +747,7 @@ func (r *Runner) verifyChain(sp *sched.Span, s *seqState, logits func(int32) []f
 		}
 		s.fed = int32(q.Cached) + 1 + int32(fedDraft)
 	}
-	r.count(acc+1, acc)
+	r.count(q.Keeps(sp.Accept), acc)
 	return nil
 }
 

@@ -16,6 +16,7 @@ type specFlags struct {
 	fs                                        *flag.FlagSet
 	draft, draftTok, mode                     *string
 	draftMax, budget, depth, branch, maxBeams *int
+	maxPasses                                 *int
 	beams, numReturn                          *int
 	lengthPenalty                             *float64
 	earlyStopping                             *string
@@ -32,6 +33,7 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 		depth:         fs.Int("max-depth", 8, "specexec: deepest tree node"),
 		branch:        fs.Int("branch", 8, "specexec: children per expanded node"),
 		maxBeams:      fs.Int("max-beams", 16, "specexec: nodes expanded per draft pass"),
+		maxPasses:     fs.Int("max-passes", 0, "specexec: draft passes per tree, the root's included (SpecExec's max_beam_len; 0: no cap)"),
 		beams:         fs.Int("beams", 0, "beam search with K beams (Hugging Face generate num_beams semantics); 0: off"),
 		numReturn:     fs.Int("num-return", 1, "beam search: sequences returned (≤ --beams)"),
 		lengthPenalty: fs.Float64("length-penalty", 1, "beam search: score = Σ log p / length^F"),
@@ -94,7 +96,7 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 		p.Draft = &d
 	}
 	if *f.mode == "" {
-		for _, k := range []string{"budget", "max-depth", "branch", "max-beams", "draft-max"} {
+		for _, k := range []string{"budget", "max-depth", "branch", "max-beams", "max-passes", "draft-max"} {
 			if set[k] {
 				return fmt.Errorf("--%s needs --spec: %w", k, errUsage)
 			}
@@ -103,6 +105,9 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 	}
 	dp := pipelines.DefaultDraftTreeParams()
 	dp.Mode, dp.DraftMax, dp.Budget, dp.MaxDepth, dp.Branch, dp.MaxBeams = *f.mode, *f.draftMax, *f.budget, *f.depth, *f.branch, *f.maxBeams
+	if set["max-passes"] {
+		dp.MaxPasses = *f.maxPasses
+	}
 	if err := dp.Validate(); err != nil {
 		return fmt.Errorf("--spec: %w: %w", err, errUsage)
 	}
