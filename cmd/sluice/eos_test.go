@@ -128,3 +128,17 @@ func TestEOSID(t *testing.T) {
 		}
 	}
 }
+
+// generate without -m runs the built-in stories260K: the same text as the
+// repository's file.
+func TestGenerateBuiltInModel(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	want, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "40", "-p", "Lily and Tom")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	got, stderr, err := cli(t, "", "generate", "--temp", "0", "-n", "40", "-p", "Lily and Tom")
+	if err != nil || got != want {
+		t.Fatalf("built-in model: %v %s\n%q, want %q", err, stderr, got, want)
+	}
+}
