@@ -121,6 +121,12 @@ func TestEOSID(t *testing.T) {
 		t.Errorf("bench --eos-id: text md5 %q (%v), want generate's %x", rep.TextMD5, err, sum)
 	}
 
+	// run and bench run no beam search: --beams there is refused, not ignored.
+	for _, cmd := range [][]string{{"run", "-m", bin, "--tokenizer", tok, "--prompts", in, "--out", "-"}, {"bench", "-m", bin, "--tokenizer", tok, "--runs", "1"}} {
+		if _, _, err := cli(t, "", append(cmd, "--beams", "3")...); err == nil || !strings.Contains(err.Error(), "beam search runs in generate only") {
+			t.Errorf("%s --beams 3: %v", cmd[0], err)
+		}
+	}
 	for _, bad := range []struct{ arg, want string }{{"512", "--eos-id 512: the vocabulary has 512 tokens"}, {"-1", "-1"}, {"x", `"x"`}} {
 		_, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--eos-id", bad.arg)
 		if err == nil || !strings.Contains(err.Error()+stderr, bad.want) || !strings.Contains(err.Error()+stderr, "eos-id") {

@@ -72,6 +72,18 @@ func (f *specFlags) beam() (*spec.BeamOptions, error) {
 	return o, nil
 }
 
+// noBeams refuses the beam-search flags on a command that does not run beam
+// search (run, bench), rather than building a beam stage no request uses.
+func (f *specFlags) noBeams(cmd string) error {
+	set := setFlags(f.fs)
+	for _, k := range []string{"beams", "num-return", "length-penalty", "early-stopping"} {
+		if set[k] {
+			return fmt.Errorf("%s: --%s: beam search runs in generate only: %w", cmd, k, errUsage)
+		}
+	}
+	return nil
+}
+
 // apply adds the draft_tree and verify stages, or the beam stage (unless the
 // pipeline has them), and the [draft] model, as the flags say.
 func (f *specFlags) apply(p *pipelines.Pipeline) error {
