@@ -83,7 +83,9 @@ type Request struct {
 	// Hugging Face's generate sends it to greedy search. Beam search does not
 	// sample and applies no logits processor: a request whose sampling has
 	// a temperature above 0 or a repeat penalty is refused naming it, never
-	// run with the option ignored.
+	// run with the option ignored. Top-k, top-p and min-p are sampling
+	// warpers, which Hugging Face leaves out of a search that does not
+	// sample (do_sample = False), as this one does.
 	Beam *spec.BeamOptions
 }
 
