@@ -6,7 +6,7 @@ SHARED  ?= ../shared/models
 BIN     := bin/sluice
 export GOFLAGS ?= -trimpath
 
-.PHONY: all build demo test test-etl test-purego test-simd test-kernels test-arm64 test-race test-all fuzz fuzz-check bench golden lint fmt fmt-check vet tidy-check ci clean
+.PHONY: all build demo test test-etl test-etl-portable test-purego test-simd test-kernels test-arm64 test-race test-all fuzz fuzz-check bench golden lint fmt fmt-check vet tidy-check ci clean
 
 all: lint test-all
 
@@ -30,6 +30,16 @@ test:
 # on 2 cores with a cold one (the Beam SDK's ~170 modules compile once).
 test-etl:
 	cd etl && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -count=1 ./...
+
+# test-etl-portable: the example pipeline through a real job server, the
+# path Flink, Spark and Dataflow take: prism (the Beam SDK's own runner,
+# built from the module etl/ already requires) runs as its own process, and
+# the sluice-beam binary submits the job to it with --runner universal and a
+# LOOPBACK worker environment, so the job crosses the Fn API serialized
+# (TestPortableJobServer). About 12 s once test-etl has warmed the build cache (the prism build itself about 2.5 min cold on 2 cores).
+test-etl-portable:
+	cd etl && $(GO) build -o ../bin/prism github.com/apache/beam/sdks/v2/go/cmd/prism && $(GO) build -o ../bin/sluice-beam ./cmd/sluice-beam
+	cd etl && SLUICE_PRISM=$(CURDIR)/bin/prism SLUICE_BEAM=$(CURDIR)/bin/sluice-beam $(GO) test -count=1 -run '^TestPortableJobServer$$' -v ./cmd/sluice-beam
 
 # The purego and simd builds run the short forms of the end-to-end tests (the
 # same checks over fewer tokens and seeds); the default build runs them whole.
@@ -154,7 +164,7 @@ tidy-check:
 
 lint: fmt-check vet tidy-check fuzz-check
 
-ci: lint test-all test-arm64 test-etl fuzz
+ci: lint test-all test-arm64 test-etl test-etl-portable fuzz
 
 clean:
 	rm -rf bin bench.txt

@@ -118,6 +118,7 @@ func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32)
 		keep = append(keep, int32(sp.Start+1+k))
 	}
 	accept = append(append(accept, s.chain[:acc]...), next)
+	emitted := q.Keeps(accept) // counted before the session takes them
 	if d.kv != nil {
 		// The draft was fed the root and the first γ-1 proposals.
 		fedDraft := min(acc, len(s.chain)-1)
@@ -126,6 +127,6 @@ func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32)
 		}
 		s.fed = int32(q.Cached) + 1 + int32(fedDraft)
 	}
-	d.count(acc+1, acc)
+	d.count(emitted, acc)
 	return keep, accept, nil
 }

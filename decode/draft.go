@@ -82,13 +82,10 @@ func (o SpecOptions) Needs() Needs {
 }
 
 // DraftKV is the draft's KV cache for a draft model of arch a (no budget
-// set).
+// set), sized as the target's (sched.KVOptions): each sequence's context and
+// draft headroom rounded up to whole pages.
 func (o SpecOptions) DraftKV(a model.Arch) kvcache.Options {
-	extra := o.draftRoom()
-	return kvcache.Options{
-		Layers: a.Layers, KVHeads: a.KVHeads, HeadDim: a.HeadDim, PageTokens: o.PageTokens,
-		MaxTokens: (o.Context + extra) * o.MaxSeqs, MaxSeqLen: o.Context + extra, Window: a.SlidingWindow,
-	}
+	return sched.KVOptions(a, sched.Options{Context: o.Context, Headroom: o.draftRoom(), PageTokens: o.PageTokens, MaxSeqs: o.MaxSeqs})
 }
 
 // Rows is the most rows a draft adds to the target batch for one session.
@@ -143,7 +140,7 @@ func (o *SpecOptions) Validate() error {
 // SpecStats count what speculative decoding did.
 type SpecStats struct {
 	Rounds      int64 // target passes that verified a draft (one per session per step)
-	Emitted     int64 // tokens those passes emitted
+	Emitted     int64 // tokens those passes emitted that the sessions kept (not cut by a stop or the length)
 	DraftNodes  int64 // draft rows put into target batches
 	DraftPasses int64 // draft model forward passes
 	MaxDepth    int   // deepest accepted path

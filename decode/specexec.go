@@ -193,6 +193,6 @@ func (treeMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(
 		}
 	}
 	s.fed = int32(q.Cached) + 1 + int32(len(dkeep))
-	d.count(len(emitted), len(path))
+	d.count(q.Keeps(emitted), len(path))
 	return keep, emitted, nil
 }

@@ -220,6 +220,9 @@ type DraftTreeParams struct {
 	MaxBeams int `toml:"max_beams"`
 	// Decay multiplies a node's probability per level (SpecExec), in (0, 1]. Default 1.
 	Decay float64 `toml:"decay"`
+	// MaxPasses caps the draft passes per tree (SpecExec's max_beam_len);
+	// ≥ 0, default 0: no cap.
+	MaxPasses int `toml:"max_passes"`
 	// DraftMax is γ, the tokens drafted per step (chain, lookup). ≥ 1, default 5.
 	DraftMax int `toml:"draft_max"`
 	// NgramMax and NgramMin bound the n-gram lookup matches (lookup).
@@ -252,7 +255,7 @@ func (p *DraftTreeParams) Validate() error {
 	return firstErr(mode,
 		atLeast("budget", p.Budget, 1), atLeast("max_depth", p.MaxDepth, 1),
 		atLeast("branch", p.Branch, 1), atLeast("max_beams", p.MaxBeams, 1),
-		decay, atLeast("draft_max", p.DraftMax, 1),
+		decay, atLeast("max_passes", p.MaxPasses, 0), atLeast("draft_max", p.DraftMax, 1),
 		atLeast("ngram_max", p.NgramMax, 1), atLeast("ngram_min", p.NgramMin, 1), ngram)
 }
 
@@ -260,7 +263,7 @@ func (p *DraftTreeParams) Validate() error {
 func (p *DraftTreeParams) Options() decode.SpecOptions {
 	return decode.SpecOptions{
 		Mode:     p.Mode,
-		Tree:     spec.TreeOptions{Budget: p.Budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay},
+		Tree:     spec.TreeOptions{Budget: p.Budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay, MaxPasses: p.MaxPasses},
 		DraftMax: p.DraftMax,
 		Lookup:   spec.LookupOptions{MaxNgram: p.NgramMax, MinNgram: p.NgramMin},
 	}

@@ -95,7 +95,9 @@ type Request struct {
 	// has a temperature above 0 or a repeat penalty is refused naming it,
 	// never run with the option ignored; its logits processors (LogitBias,
 	// Processors) apply to each beam's log-softmax scores, as Hugging Face
-	// applies them.
+	// applies them. Top-k, top-p and min-p are sampling warpers, which
+	// Hugging Face leaves out of a search that does not sample (do_sample =
+	// False), as this one does.
 	Beam *beamsearch.Options
 	// BestOf > 1 samples that many candidate completions and ranks them by
 	// the sum of their tokens' log-probabilities, best first, in
@@ -457,6 +459,26 @@ func (s *Session) EndIDs() []int32 {
 	ids = slices.DeleteFunc(ids, func(t int32) bool { return t < 0 })
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// Keeps is how many of toks, accepted in order, s would keep: Accept
+// appends tokens until one stops it (not kept) or the length or context is
+// reached (that one kept). A verifier counts what a pass contributed with it.
+func (s *Session) Keeps(toks []int32) int {
+	if s.Done() {
+		return 0
+	}
+	n := len(s.Tokens)
+	for i, t := range toks {
+		if s.Stops(t) {
+			return i
+		}
+		n++
+		if (s.maxNew > 0 && n-s.NPrompt >= s.maxNew) || n > s.context {
+			return i + 1
+		}
+	}
+	return len(toks)
 }
 
 // Sampler is the request's sampler (a verifier needs its options).

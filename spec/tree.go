@@ -21,7 +21,10 @@ type TreeOptions struct {
 	Budget int
 	// MaxDepth is the deepest a node may be (the root is depth 0, its
 	// children 1). It stops a confident draft from growing one long stem that
-	// a single mistake would throw away (SpecExec's max_beam_len).
+	// a single mistake would throw away, and bounds the positions a tree
+	// reaches past its root (the engine drafts only where they fit the
+	// context). The reference has no such cap of its own: its depth is bounded
+	// by its pass count (MaxPasses).
 	MaxDepth int
 	// MaxBeams is the most nodes expanded in one draft pass, the rows of one
 	// batched draft forward (SpecExec's max_n_beams).
@@ -34,7 +37,10 @@ type TreeOptions struct {
 	// the reference, a child's score is parent score + log(Decay) + log q, so
 	// a node at depth d scores Σ log q + d·log(Decay). 0 means 1 (no decay).
 	Decay float64
-	// MaxPasses, when > 0, caps the draft passes per tree.
+	// MaxPasses, when > 0, caps the draft passes per tree, the root's
+	// included: SpecExec's max_beam_len, the reference's limit on its growth
+	// iterations (each pass adds at most one level, so it bounds the depth
+	// too). 0 is no cap: the budget and MaxDepth end the search.
 	MaxPasses int
 }
 

@@ -223,6 +223,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	mf.apply(p)
+	if err := sf.noBeams("bench"); err != nil {
+		return err
+	}
 	if err := sf.apply(p); err != nil {
 		return err
 	}

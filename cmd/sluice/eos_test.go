@@ -121,10 +121,30 @@ func TestEOSID(t *testing.T) {
 		t.Errorf("bench --eos-id: text md5 %q (%v), want generate's %x", rep.TextMD5, err, sum)
 	}
 
+	// run and bench run no beam search: --beams there is refused, not ignored.
+	for _, cmd := range [][]string{{"run", "-m", bin, "--tokenizer", tok, "--prompts", in, "--out", "-"}, {"bench", "-m", bin, "--tokenizer", tok, "--runs", "1"}} {
+		if _, _, err := cli(t, "", append(cmd, "--beams", "3")...); err == nil || !strings.Contains(err.Error(), "beam search runs in generate only") {
+			t.Errorf("%s --beams 3: %v", cmd[0], err)
+		}
+	}
 	for _, bad := range []struct{ arg, want string }{{"512", "--eos-id 512: the vocabulary has 512 tokens"}, {"-1", "-1"}, {"x", `"x"`}} {
 		_, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--eos-id", bad.arg)
 		if err == nil || !strings.Contains(err.Error()+stderr, bad.want) || !strings.Contains(err.Error()+stderr, "eos-id") {
 			t.Errorf("--eos-id %s: %v\n%s", bad.arg, err, stderr)
 		}
+	}
+}
+
+// generate without -m runs the built-in stories260K: the same text as the
+// repository's file.
+func TestGenerateBuiltInModel(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	want, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "-n", "40", "-p", "Lily and Tom")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	got, stderr, err := cli(t, "", "generate", "--temp", "0", "-n", "40", "-p", "Lily and Tom")
+	if err != nil || got != want {
+		t.Fatalf("built-in model: %v %s\n%q, want %q", err, stderr, got, want)
 	}
 }

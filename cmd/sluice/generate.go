@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
 	_ "github.com/sluicehq/sluice/model/llama" // registers the llama architecture
+	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/offload"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/tokenizer"
@@ -284,6 +285,16 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	seedPipeline(e, p)
+	if p.Model.Path == "" && p.Model.Tokenizer == "" {
+		// No model named: the one built in (package models).
+		path, tok, remove, err := models.WriteStories260K("")
+		if err != nil {
+			return err
+		}
+		defer remove()
+		p.Model.Path, p.Model.Tokenizer = path, tok
+		e.log.Info().Msg("no -m: generating with the built-in stories260K")
+	}
 	if s, ok := p.StageOfKind(pipelines.KindScheduler); ok && (set["n"] || *pipeline == "") {
 		s.Params.(*pipelines.SchedulerParams).MaxNewTokens = *n
 	}

@@ -40,7 +40,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{"generate", "generate -m MODEL [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE] [--lora DIR[:scale]]...", "generate text from a prompt", cmdGenerate},
+		{"generate", "generate [-m MODEL (default: the built-in stories260K)] [--tokenizer TOK] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--pipeline FILE] [--lora DIR[:scale]]...", "generate text from a prompt", cmdGenerate},
 		{"run", runUsage, "run a batch of prompts (a file, or an OpenAI Batch file) through a pipeline", cmdRun},
 		{"tokenize", "tokenize -m MODEL_OR_VOCAB [--tokenizer TOK] [--bos] [--parse-special] [--tokenizer-pre NAME] [--inp CASES.inp]", "print the token ids of standard input", cmdTokenize},
 		{"inspect", "inspect MODEL [--json]", "show a model's architecture, tensors and memory needs", cmdInspect},

@@ -83,6 +83,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	mf.apply(p)
+	if err := sf.noBeams("run"); err != nil {
+		return err
+	}
 	if err := sf.apply(p); err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,6 +57,50 @@ func TestGenerateSpec(t *testing.T) {
 		t.Fatalf("--json: %+v", j)
 	}
 
+	// Must show 3 of issue 24: tokens_per_target_pass counts only the
+	// tokens kept, so passes × tokens per pass never passes the tokens
+	// generated (+1: the token a prompt's pass samples); -n and an
+	// --eos-id cut a pass's emitted tokens short.
+	type specJSON struct {
+		GeneratedIDs []int32 `json:"generated_ids"`
+		Spec         struct {
+			TargetPasses  int64   `json:"target_passes"`
+			TokensPerPass float64 `json:"tokens_per_target_pass"`
+			DraftPasses   int64   `json:"draft_passes"`
+			MaxAccepted   int     `json:"max_accepted_depth"`
+		} `json:"spec"`
+	}
+	specRun := func(extra ...string) specJSON {
+		t.Helper()
+		args := append([]string{"generate", "-m", bin, "--tokenizer", tok, "--temp", "0", "--json", "--draft", draftModel(t), "--spec", "specexec"}, extra...)
+		out, stderr, err := cli(t, "", args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, stderr)
+		}
+		var j specJSON
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, out)
+		}
+		return j
+	}
+	for _, extra := range [][]string{{"-n", "3"}, {"-n", "1"}, {"-n", "40", "--eos-id", "261"}, {"-n", "40"}} {
+		j := specRun(extra...)
+		kept := float64(j.Spec.TargetPasses) * j.Spec.TokensPerPass
+		if j.Spec.TargetPasses < 1 || kept > float64(len(j.GeneratedIDs)+1)+1e-9 {
+			t.Errorf("%v: %d passes × %.3f tokens per pass = %.3f, but %d tokens generated", extra, j.Spec.TargetPasses, j.Spec.TokensPerPass, kept, len(j.GeneratedIDs))
+		}
+	}
+	// --max-passes is SpecExec's max_beam_len: one pass a tree reaches depth
+	// 1 (one draft pass per target pass), three reach depth 3; the text is
+	// plain decoding's either way.
+	plain := specRun("-n", "40")
+	for _, passes := range []int{1, 3} {
+		j := specRun("-n", "40", "--max-passes", fmt.Sprint(passes))
+		if !slices.Equal(j.GeneratedIDs, plain.GeneratedIDs) || j.Spec.MaxAccepted > passes || j.Spec.DraftPasses > int64(passes)*j.Spec.TargetPasses {
+			t.Errorf("--max-passes %d: %d draft passes for %d target passes, depth %d; ids equal %v", passes, j.Spec.DraftPasses, j.Spec.TargetPasses, j.Spec.MaxAccepted, slices.Equal(j.GeneratedIDs, plain.GeneratedIDs))
+		}
+	}
+
 	tmp := t.TempDir()
 	other := filepath.Join(tmp, "other.gguf")
 	if _, stderr, err := cli(t, "", "gen-model", "--preset", "tiny", "--dtype", "f32", "-o", other); err != nil {
@@ -70,6 +116,8 @@ func TestGenerateSpec(t *testing.T) {
 		{[]string{"--draft", draftModel(t), "--spec", "specexec", "--max-depth", "0"}, "max_depth: 0 is less than 1"},
 		{[]string{"--draft", draftModel(t), "--spec", "beam"}, `"beam" is not a mode`},
 		{[]string{"--budget", "8"}, "--budget needs --spec"},
+		{[]string{"--max-passes", "2"}, "--max-passes needs --spec"},
+		{[]string{"--draft", draftModel(t), "--spec", "specexec", "--max-passes", "-1"}, "max_passes: -1 is less than 0"},
 		{[]string{"--draft", other, "--draft-tokenizer", "", "--spec", "specexec"}, "vocabulary differs"},
 	} {
 		_, _, err := cli(t, "", append(append([]string{}, base...), tc.args...)...)

@@ -17,6 +17,7 @@ type specFlags struct {
 	fs                                        *flag.FlagSet
 	draft, draftTok, mode                     *string
 	draftMax, budget, depth, branch, maxBeams *int
+	maxPasses                                 *int
 	beams, numReturn                          *int
 	lengthPenalty                             *float64
 	earlyStopping                             *string
@@ -33,6 +34,7 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 		depth:         fs.Int("max-depth", 8, "specexec: deepest tree node"),
 		branch:        fs.Int("branch", 8, "specexec: children per expanded node"),
 		maxBeams:      fs.Int("max-beams", 16, "specexec: nodes expanded per draft pass"),
+		maxPasses:     fs.Int("max-passes", 0, "specexec: draft passes per tree, the root's included (SpecExec's max_beam_len; 0: no cap)"),
 		beams:         fs.Int("beams", 0, "beam search with K beams (Hugging Face generate num_beams semantics); 0: off"),
 		numReturn:     fs.Int("num-return", 1, "beam search: sequences returned (≤ --beams)"),
 		lengthPenalty: fs.Float64("length-penalty", 1, "beam search: score = Σ log p / length^F"),
@@ -71,6 +73,18 @@ func (f *specFlags) beam() (*beamsearch.Options, error) {
 	return o, nil
 }
 
+// noBeams refuses the beam-search flags on a command that does not run beam
+// search (run, bench), rather than building a beam stage no request uses.
+func (f *specFlags) noBeams(cmd string) error {
+	set := setFlags(f.fs)
+	for _, k := range []string{"beams", "num-return", "length-penalty", "early-stopping"} {
+		if set[k] {
+			return fmt.Errorf("%s: --%s: beam search runs in generate only: %w", cmd, k, errUsage)
+		}
+	}
+	return nil
+}
+
 // apply adds the draft_tree and verify stages, or the beam stage (unless the
 // pipeline has them), and the [draft] model, as the flags say.
 func (f *specFlags) apply(p *pipelines.Pipeline) error {
@@ -95,7 +109,7 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 		p.Draft = &d
 	}
 	if *f.mode == "" {
-		for _, k := range []string{"budget", "max-depth", "branch", "max-beams", "draft-max"} {
+		for _, k := range []string{"budget", "max-depth", "branch", "max-beams", "max-passes", "draft-max"} {
 			if set[k] {
 				return fmt.Errorf("--%s needs --spec: %w", k, errUsage)
 			}
@@ -104,6 +118,9 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 	}
 	dp := pipelines.DefaultDraftTreeParams()
 	dp.Mode, dp.DraftMax, dp.Budget, dp.MaxDepth, dp.Branch, dp.MaxBeams = *f.mode, *f.draftMax, *f.budget, *f.depth, *f.branch, *f.maxBeams
+	if set["max-passes"] {
+		dp.MaxPasses = *f.maxPasses
+	}
 	if err := dp.Validate(); err != nil {
 		return fmt.Errorf("--spec: %w: %w", err, errUsage)
 	}
