@@ -140,3 +140,16 @@ func BenchmarkPrefixRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChainKey is one page's key: SHA-256 over the parent key and 16
+// tokens (prefix.go's claim that keying is nothing next to computing).
+func BenchmarkChainKey(b *testing.B) {
+	toks := make([]int32, DefaultPageTokens)
+	for i := range toks {
+		toks[i] = int32(1000 + i)
+	}
+	k := rootKey([]byte("model=m kv=f32 adapter="))
+	for b.Loop() {
+		k = chainKey(k, toks)
+	}
+}

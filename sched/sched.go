@@ -386,7 +386,10 @@ func (s *Scheduler) Plan(ctx context.Context, st *Step) error {
 }
 
 // activate moves queued sessions into the active set while there is room; with
-// none active it blocks for the first one (or for Close).
+// none active it blocks for the first one (or for Close). With the prefix
+// cache it first publishes what the active sessions computed, starts each
+// admitted session from its cached prefix, and holds back a session whose
+// shared prefix an active one is still computing (prefix.go).
 func (s *Scheduler) activate(ctx context.Context) error {
 	if s.o.PrefixCache {
 		s.mu.Lock()
