@@ -17,7 +17,7 @@
 //	         the next beams; the session streams them and applies its stop
 //	         rules
 //
-// A Strategy owns what differs between decoding modes: Plain sampling,
+// A Strategy owns what differs between decoding modes: plain sampling,
 // speculative decoding (SpecExec trees, chains, prompt lookup: one engine-wide
 // strategy chosen by the pipeline's draft_tree stage), beam search and
 // best-of-n (request strategies: a request asks for them). Each lives in its
@@ -226,7 +226,8 @@ func (l *Loop) ownerOf(q *session.Session) Strategy {
 	return s
 }
 
-// Stats reports what each strategy that keeps statistics did.
+// SpecStats is what the engine strategy's speculative decoding did (zero
+// when the engine decodes plainly).
 func (l *Loop) SpecStats() SpecStats {
 	if s, ok := l.engine.(interface{ Stats() SpecStats }); ok {
 		return s.Stats()
