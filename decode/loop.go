@@ -120,9 +120,6 @@ func (l *Loop) SetEngine(s Strategy) { l.engine, l.all[0] = s, s }
 // Engine is the engine strategy.
 func (l *Loop) Engine() Strategy { return l.engine }
 
-// Scheduler is the scheduler the loop drives.
-func (l *Loop) Scheduler() *sched.Scheduler { return l.sched }
-
 // Step runs one whole step on the caller's goroutine: plan, expand,
 // reserve, forward, settle. The engine's graph runs the same phases as
 // stages; Step is the loop without the graph.
