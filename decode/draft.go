@@ -65,6 +65,13 @@ type SpecOptions struct {
 	// pass share; the others decode without a draft that step.
 	KVBudget int64
 	SpillDir string
+	// PrefixCache caches the draft's full KV pages as the target's cache
+	// does (prefix_cache): a session's draft sequence starts from the pages
+	// of the longest prompt prefix a finished session left, keyed by
+	// DraftID (the draft model's identity) and the tokens, so the draft too
+	// computes a shared prompt once.
+	PrefixCache bool
+	DraftID     string
 }
 
 // Needs is what the mode asks of the engine: headroom for its rows and, with
@@ -144,8 +151,10 @@ type SpecStats struct {
 	DraftNodes  int64 // draft rows put into target batches
 	DraftPasses int64 // draft model forward passes
 	MaxDepth    int   // deepest accepted path
-	// KV is the draft cache's budget counters (zero without a budget).
+	// KV is the draft cache's budget counters (zero without a budget);
+	// Prefix its prefix cache's (zero without one).
 	KV           kvcache.SpillStats
+	Prefix       kvcache.PrefixStats
 	DraftTime    time.Duration
 	AcceptedRows int64 // draft rows kept
 }
@@ -186,6 +195,7 @@ type Speculative struct {
 	vocab int
 
 	seqs map[*session.Session]*seqState
+	salt []byte      // the draft cache's prefix key salt
 	next input.Batch // the rewritten target batch
 	sc   sample.Scratch
 
@@ -231,6 +241,7 @@ func NewSpeculative(draft *model.Loaded, target *kvcache.Cache, o SpecOptions) (
 	}
 	a := draft.Model.Arch()
 	ko := o.DraftKV(a)
+	ko.PrefixCache = o.PrefixCache
 	if o.KVBudget > 0 {
 		if err := sched.BudgetKV(&ko, o.KVBudget, o.SpillDir, o.MaxSeqs); err != nil {
 			return nil, fmt.Errorf("decode: the draft's share of the KV budget: %w", err)
@@ -241,6 +252,7 @@ func NewSpeculative(draft *model.Loaded, target *kvcache.Cache, o SpecOptions) (
 		return nil, fmt.Errorf("decode: draft KV cache: %w", err)
 	}
 	d.m, d.store, d.kv, d.vocab = draft.Model, draft.Store, kv, a.Vocab
+	d.salt = fmt.Appendf(nil, "draft=%q kv=%v", o.DraftID, ko.DType)
 	d.st = &model.State{Batch: &input.Batch{}}
 	return d, nil
 }
@@ -284,7 +296,8 @@ func (d *Speculative) Stats() SpecStats {
 	st := d.stats
 	d.mu.Unlock()
 	if d.kv != nil {
-		st.KV = d.kv.Stats().Spill
+		ks := d.kv.Stats()
+		st.KV, st.Prefix = ks.Spill, ks.Prefix
 	}
 	return st
 }
@@ -325,13 +338,17 @@ func (d *Speculative) drafts(st *sched.Step, spans []int) []int {
 	return idx
 }
 
-// forget drops the draft state of sessions that have finished.
+// forget drops the draft state of sessions that have finished, leaving the
+// full pages of their draft history in the draft's prefix cache.
 func (d *Speculative) forget() {
 	for q, s := range d.seqs {
 		if q.Done() {
-			// By now the scheduler has released q.KV (it is -1): free the
-			// draft sequence by the id it had.
+			// By now the scheduler has released q.Seq (it is -1): free the
+			// draft sequence by the id it had. Its first s.fed slots hold
+			// the session's first tokens: the root is fed before any draft
+			// node, and only an accepted path is committed.
 			if d.kv != nil {
+				d.kv.Publish(s.seq, d.salt, q.Tokens[:min(int(s.fed), len(q.Tokens))])
 				d.kv.Free(s.seq)
 			}
 			delete(d.seqs, q)
@@ -349,6 +366,12 @@ func (d *Speculative) state(q *session.Session) *seqState {
 		d.seqs[q] = s
 		if d.kv != nil {
 			d.kv.Free(q.Seq) // a KV id reused from a finished session
+			// The draft starts from its cached pages of the prompt, if any
+			// (MapPrefix maps nothing without the prefix cache; its error,
+			// a sequence not empty, leaves the draft computing it all).
+			if n, err := d.kv.MapPrefix(q.Seq, d.salt, q.Tokens[:q.NPrompt]); err == nil {
+				s.fed = n
+			}
 		}
 	}
 	return s

@@ -184,6 +184,9 @@ func buildDraftTree(b *BuildContext) (graph.AnyPort, error) {
 	o := dp.Options()
 	o.MaxSeqs, o.Context, o.PageTokens = so.MaxSeqs, so.Context, so.PageTokens
 	o.KVBudget, o.SpillDir = b.Env.DraftKVBudget, so.SpillDir
+	if d := b.Env.Draft; d != nil {
+		o.PrefixCache, o.DraftID = so.PrefixCache, d.Source.Path
+	}
 	s, err := decode.NewSpeculative(b.Env.Draft, b.Env.Sched.Cache, o)
 	if err != nil {
 		return graph.AnyPort{}, err

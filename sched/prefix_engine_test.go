@@ -201,7 +201,8 @@ func TestPrefixCacheUnderKVBudget(t *testing.T) {
 
 // Draft trees (SpecExec) and beam search fork and commit KV pages over
 // mapped, cached ones; a cached page is copied before it is written, so
-// their text with the prefix cache is what it is without.
+// their text with the prefix cache is what it is without. The draft model's
+// cache maps the shared opening too.
 func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 	dir := testutil.Models(t)
 	prompts := sharedPrompts(6)
@@ -227,8 +228,13 @@ func TestPrefixCacheSpecExecAndBeams(t *testing.T) {
 			jobs = append(jobs, prefixJob{prompt: pr, noLogits: true}, prefixJob{prompt: pr, sampling: &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: 3}, noLogits: true})
 		}
 		out := runJobs(t, e, jobs)
-		if st := e.SpecStats(); st.Rounds == 0 {
+		st := e.SpecStats()
+		if st.Rounds == 0 {
 			t.Fatal("specexec: no verifying rounds")
+		}
+		// The draft's cache maps the opening the earlier requests left.
+		if cache && st.Prefix.HitPages == 0 {
+			t.Errorf("specexec: the draft's cache mapped no page (%+v)", st.Prefix)
 		}
 		return out
 	}
