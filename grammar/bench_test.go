@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,8 +31,7 @@ const benchSchema = `{"type":"object","properties":{
 // llamaVocab is the llama2 32000-token vocabulary, or a skip.
 func llamaVocab(tb testing.TB) *Vocab {
 	tb.Helper()
-	dir := testutil.Models(tb)
-	tok, err := tokenizer.LoadLlama2C(filepath.Join(dir, "llama2-tokenizer", "tokenizer.bin"), 0)
+	tok, err := tokenizer.LoadLlama2C(testutil.Model(tb, "llama2-tokenizer/tokenizer.bin"), 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
