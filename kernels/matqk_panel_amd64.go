@@ -1,0 +1,175 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"encoding/binary"
+
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// K-quant batches in panels (AVX-512 VNNI). The row-major tiles of
+// matqk_amd64.s take one weight row against four inputs, and every
+// super-block ends in horizontal sums of the integer vectors before its
+// float step: on a 512-token prompt most of a Q4_K_M model's time went
+// there. A batch of at least kqpMinInputs inputs instead lays each row
+// block out in scratch as panels of 16 rows (kqPanelize) and runs a tile
+// of 8 inputs over them: one 64-byte vector holds 4 levels of each of the
+// 16 rows, one VPDPBUSD multiplies it by 4 activation bytes of one input
+// (broadcast), and the lanes stay rows to the end, so nothing is summed
+// across lanes. Per super-block, sub-block and input:
+//
+//	S = Σ_{i in sub-block} l_i·q_i            VPDPBUSD, 16 rows at once
+//	I += sc·S                                 VPMULLD, VPADDD
+//
+// then Q4_K/Q5_K M = Σ_j m_j·(bsums[2j]+bsums[2j+1]) (VPDPWSSD over
+// (m_j, m_j) word pairs and the bsums' pair j, broadcast), Q6_K
+// I −= 32·Σ_s sc_s·bsums[s] (VPDPWSSD over (sc_2t, sc_2t+1) pairs). Both
+// are exact int32 with the row kernels' bounds, and integer sums do not
+// depend on their order, so I and M are the row kernels' I and M; the float
+// step is theirs too, operation for operation and operand for operand
+// (matqk_amd64.go: d·dx, dmin·dx, float32(I)·(d·dx) − float32(M)·(dmin·dx),
+// s + that, no FMA), in the lanes of one vector. So a panel tile's output
+// has the bits of q4kDotVNNI's (and of every set's) for the same row and
+// input: batch invariance holds across the switch between the two paths.
+//
+// The panels are scratch, made per call (the store keeps the file's
+// layout): levels unpacked to one byte each, so Q4_K and Q5_K share one
+// kernel and none unpacks nibbles or high bits. A super-block of a panel:
+//
+//	Q4_K, Q5_K (kqpSM bytes)          Q6_K (kqp6 bytes)
+//	[0,32)      16 f16 d              [0,32)      16 f16 d
+//	[32,64)     16 f16 dmin           [32,64)     unused
+//	[64,576)    sc_j as int32, j=0..7 [64,1088)   sc_s as int32, s=0..15
+//	[576,1088)  (m_j, m_j) int16 pairs [1088,1600) (sc_2t, sc_2t+1) pairs
+//	[1088,5184) levels                [1600,5696) levels
+//
+// vectors of 16 rows (row k at 4k), levels in 64 groups of 4 values
+// (group g = values 4g…4g+3 at levels+64g). Making them costs one pass
+// over the block (about 200 cycles a row and super-block), which the
+// inputs repay from a few dozen on (kqpMinInputs); smaller batches keep
+// the row-major tiles.
+
+const (
+	kqpSM   = 5184 // bytes of one super-block of a Q4_K/Q5_K panel
+	kqp6    = 5696 // of a Q6_K panel
+	kqpTile = 8    // inputs per panel tile
+
+	kqpLevelsSM = 1088
+	kqpLevels6  = 1600
+)
+
+// kqpMinInputs is the smallest batch that takes the panels (a variable so
+// tests can send small batches through them).
+var kqpMinInputs = 64
+
+// kqPanelTile writes dst[k·rows + 16p + j] = row 16p+j of the np scratch
+// panels at w (nb super-blocks each) · input k, for the 8 inputs k whose
+// Q8_K rows are at x + k·xs bytes.
+type kqPanelTile func(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
+
+//go:noescape
+func kqSMPanel8VNNI(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
+
+//go:noescape
+func kq6Panel8VNNI(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
+
+// kqPanelBlk is the byte length of one super-block of a t panel.
+func kqPanelBlk(t tensor.DType) int {
+	if t == tensor.Q6_K {
+		return kqp6
+	}
+	return kqpSM
+}
+
+// kqScratchPanels computes outputs [lo, full) for inputs [0, n) (n a
+// multiple of kqpTile), full the end of the whole 16-row panels from lo,
+// through tile, a row block at a time laid out by kqPanelize in scratch;
+// it returns full. The caller has checked the bounds of w, xq and dst.
+func kqScratchPanels(t tensor.DType, tile kqPanelTile, dst []float32, w, xq []byte, n, rows, lo, hi, nb, rb int) int {
+	pb := nb * kqPanelBlk(t) // bytes of one panel
+	step := max(1, rowBlockBytes/pb) * PanelRows
+	full := lo + (hi-lo)/PanelRows*PanelRows
+	tmp := getPanelScratch(min(step, full-lo) / PanelRows * pb)
+	xb := nb * q8kBlk
+	for r0 := lo; r0 < full; r0 += step {
+		r1 := min(r0+step, full)
+		np := (r1 - r0) / PanelRows
+		for p := range np {
+			r := r0 + p*PanelRows
+			kqPanelize(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb)
+		}
+		for i := 0; i < n; i += kqpTile {
+			tile(&dst[i*rows+r0], rows, &tmp[0], np, nb, &xq[i*xb], xb)
+		}
+	}
+	putPanelScratch(tmp)
+	return full
+}
+
+// kqPanelize lays out the 16 rows at src (rb bytes each, nb super-blocks
+// of t) as one panel in dst (nb·kqPanelBlk(t) bytes; see above).
+func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int) {
+	pb := kqPanelBlk(t)
+	bb := t.BlockBytes()
+	le := binary.LittleEndian
+	for b := range nb {
+		d := dst[b*pb : (b+1)*pb]
+		for k := range PanelRows {
+			blk := src[k*rb+b*bb : k*rb+(b+1)*bb]
+			o := 4 * k
+			switch t {
+			case tensor.Q4_K, tensor.Q5_K:
+				copy(d[2*k:2*k+2], blk[0:2])
+				copy(d[32+2*k:32+2*k+2], blk[2:4])
+				for j := range 8 {
+					sc, m := tensor.ScaleMinK4(j, blk[4:16])
+					le.PutUint32(d[64+64*j+o:], uint32(sc))
+					le.PutUint32(d[576+64*j+o:], uint32(m)|uint32(m)<<16)
+				}
+				lv := d[kqpLevelsSM:]
+				qs := blk[16:144]
+				if t == tensor.Q5_K {
+					qs = blk[48:176]
+				}
+				for c := range 4 {
+					for g := range 8 {
+						v := le.Uint32(qs[32*c+4*g:])
+						lo, hi := v&0x0f0f0f0f, v>>4&0x0f0f0f0f
+						if t == tensor.Q5_K {
+							h := le.Uint32(blk[16+4*g:])
+							lo |= (h >> (2 * c) & 0x01010101) << 4
+							hi |= (h >> (2*c + 1) & 0x01010101) << 4
+						}
+						// Values 64c+4g… (group 16c+g) and 64c+32+4g…
+						// (group 16c+8+g).
+						le.PutUint32(lv[64*(16*c+g)+o:], lo)
+						le.PutUint32(lv[64*(16*c+8+g)+o:], hi)
+					}
+				}
+			case tensor.Q6_K:
+				copy(d[2*k:2*k+2], blk[208:210])
+				for s := range 16 {
+					le.PutUint32(d[64+64*s+o:], uint32(int32(int8(blk[192+s]))))
+				}
+				for u := range 8 {
+					lo := uint32(uint16(int16(int8(blk[192+2*u]))))
+					hi := uint32(uint16(int16(int8(blk[192+2*u+1]))))
+					le.PutUint32(d[1088+64*u+o:], lo|hi<<16)
+				}
+				lv := d[kqpLevels6:]
+				for h := range 2 {
+					ql, qh := blk[64*h:], blk[128+32*h:]
+					for g := range 8 {
+						l0, l1, m := le.Uint32(ql[4*g:]), le.Uint32(ql[32+4*g:]), le.Uint32(qh[4*g:])
+						// Values 128h+4g… (+32, +64, +96): groups 32h+g (+8, +16, +24).
+						le.PutUint32(lv[64*(32*h+g)+o:], l0&0x0f0f0f0f|(m&0x03030303)<<4)
+						le.PutUint32(lv[64*(32*h+8+g)+o:], l1&0x0f0f0f0f|(m>>2&0x03030303)<<4)
+						le.PutUint32(lv[64*(32*h+16+g)+o:], l0>>4&0x0f0f0f0f|(m>>4&0x03030303)<<4)
+						le.PutUint32(lv[64*(32*h+24+g)+o:], l1>>4&0x0f0f0f0f|(m>>6&0x03030303)<<4)
+					}
+				}
+			}
+		}
+	}
+}
