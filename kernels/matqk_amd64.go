@@ -108,39 +108,39 @@ func q6kTile4AVX512(w, x *byte, nb, xs int, out *float32, os int)
 func q6kTile4VNNI(w, x *byte, nb, xs int, out *float32, os int)
 
 func matQ4_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q4_K, nil, q4kDotAVX2, q4kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsAVX2, q4kDotAVX2, q4kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q5_K, nil, q5kDotAVX2, q5kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsAVX2, q5kDotAVX2, q5kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q6_K, nil, q6kDotAVX2, q6kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsAVX2, q6kDotAVX2, q6kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q4_K, nil, q4kDotAVX512, q4kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsAVX2, q4kDotAVX512, q4kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q5_K, nil, q5kDotAVX512, q5kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsAVX2, q5kDotAVX512, q5kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q6_K, nil, q6kDotAVX512, q6kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsAVX2, q6kDotAVX512, q6kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q4_K, kqSMPanel8VNNI, q4kDotVNNI, q4kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsVNNI, q4kDotVNNI, q4kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q5_K, kqSMPanel8VNNI, q5kDotVNNI, q5kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsVNNI, q5kDotVNNI, q5kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(tensor.Q6_K, kq6Panel8VNNI, q6kDotVNNI, q6kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsVNNI, q6kDotVNNI, q6kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 // matQK computes outputs [lo,hi) of a row-major weight of type t for all
@@ -150,7 +150,7 @@ func matQ6_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 // passes over them. With a panel tile pt (nil: none), a batch of at least
 // kqpMinInputs inputs takes it for its whole panels of rows and whole
 // tiles of inputs (kqScratchPanels), the same bits as dot's.
-func matQK(t tensor.DType, pt kqPanelTile, dot qkDot, tile qkTile, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	nb := cols / tensor.QK_K
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)

@@ -40,11 +40,12 @@ import (
 //	Q4_K, Q5_K (kqpSM bytes)          Q6_K (kqp6 bytes)
 //	[0,32)      16 f16 d              [0,32)      16 f16 d
 //	[32,64)     16 f16 dmin           [32,64)     unused
-//	[64,576)    sc_j as int32, j=0..7 [64,1088)   sc_s as int32, s=0..15
+//	[64,576)    sc_j, j=0..7          [64,1088)   sc_s, s=0..15
 //	[576,1088)  (m_j, m_j) int16 pairs [1088,1600) (sc_2t, sc_2t+1) pairs
 //	[1088,5184) levels                [1600,5696) levels
 //
-// vectors of 16 rows (row k at 4k), levels in 64 groups of 4 values
+// vectors of 16 rows (row k at 4k; a scale as int32, or as the int16 pair
+// (sc, sc) for the AVX2 tiles, kqPanels.words), levels in 64 groups of 4 values
 // (group g = values 4g…4g+3 at levels+64g). Making them costs one pass
 // over the block (about 200 cycles a row and super-block), which the
 // inputs repay from a few dozen on (kqpMinInputs); smaller batches keep
@@ -74,6 +75,34 @@ func kqSMPanel8VNNI(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int
 //go:noescape
 func kq6Panel8VNNI(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
 
+//go:noescape
+func kqSMPanel8AVX2(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
+
+//go:noescape
+func kq6Panel8AVX2(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
+
+// kqPanels is one kernel set's panel tiles: sm for Q4_K and Q5_K, q6 for
+// Q6_K, and whether they take the sub-block scales as int16 word pairs
+// (sc, sc), which VPMADDWD multiplies in (AVX2), or as int32, which
+// VPMULLD does (VNNI: VPDPBUSD sums the levels without a scale).
+type kqPanels struct {
+	sm, q6 kqPanelTile
+	words  bool
+}
+
+var (
+	kqPanelsVNNI = &kqPanels{kqSMPanel8VNNI, kq6Panel8VNNI, false}
+	kqPanelsAVX2 = &kqPanels{kqSMPanel8AVX2, kq6Panel8AVX2, true}
+)
+
+// tile is the tile for t.
+func (k *kqPanels) tile(t tensor.DType) kqPanelTile {
+	if t == tensor.Q6_K {
+		return k.q6
+	}
+	return k.sm
+}
+
 // kqPanelBlk is the byte length of one super-block of a t panel.
 func kqPanelBlk(t tensor.DType) int {
 	if t == tensor.Q6_K {
@@ -84,9 +113,11 @@ func kqPanelBlk(t tensor.DType) int {
 
 // kqScratchPanels computes outputs [lo, full) for inputs [0, n) (n a
 // multiple of kqpTile), full the end of the whole 16-row panels from lo,
-// through tile, a row block at a time laid out by kqPanelize in scratch;
-// it returns full. The caller has checked the bounds of w, xq and dst.
-func kqScratchPanels(t tensor.DType, tile kqPanelTile, dst []float32, w, xq []byte, n, rows, lo, hi, nb, rb int) int {
+// through pk's tile, a row block at a time laid out by kqPanelize in
+// scratch; it returns full. The caller has checked the bounds of w, xq and
+// dst.
+func kqScratchPanels(t tensor.DType, pk *kqPanels, dst []float32, w, xq []byte, n, rows, lo, hi, nb, rb int) int {
+	tile := pk.tile(t)
 	pb := nb * kqPanelBlk(t) // bytes of one panel
 	step := max(1, rowBlockBytes/pb) * PanelRows
 	full := lo + (hi-lo)/PanelRows*PanelRows
@@ -97,7 +128,7 @@ func kqScratchPanels(t tensor.DType, tile kqPanelTile, dst []float32, w, xq []by
 		np := (r1 - r0) / PanelRows
 		for p := range np {
 			r := r0 + p*PanelRows
-			kqPanelize(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb)
+			kqPanelize(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb, pk.words)
 		}
 		for i := 0; i < n; i += kqpTile {
 			tile(&dst[i*rows+r0], rows, &tmp[0], np, nb, &xq[i*xb], xb)
@@ -108,8 +139,9 @@ func kqScratchPanels(t tensor.DType, tile kqPanelTile, dst []float32, w, xq []by
 }
 
 // kqPanelize lays out the 16 rows at src (rb bytes each, nb super-blocks
-// of t) as one panel in dst (nb·kqPanelBlk(t) bytes; see above).
-func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int) {
+// of t) as one panel in dst (nb·kqPanelBlk(t) bytes; see above), the
+// sub-block scales as (sc, sc) int16 pairs if words, else as int32.
+func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int, words bool) {
 	pb := kqPanelBlk(t)
 	bb := t.BlockBytes()
 	le := binary.LittleEndian
@@ -124,7 +156,11 @@ func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int) {
 				copy(d[32+2*k:32+2*k+2], blk[2:4])
 				for j := range 8 {
 					sc, m := tensor.ScaleMinK4(j, blk[4:16])
-					le.PutUint32(d[64+64*j+o:], uint32(sc))
+					v := uint32(sc)
+					if words {
+						v |= v << 16
+					}
+					le.PutUint32(d[64+64*j+o:], v)
 					le.PutUint32(d[576+64*j+o:], uint32(m)|uint32(m)<<16)
 				}
 				lv := d[kqpLevelsSM:]
@@ -150,7 +186,11 @@ func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int) {
 			case tensor.Q6_K:
 				copy(d[2*k:2*k+2], blk[208:210])
 				for s := range 16 {
-					le.PutUint32(d[64+64*s+o:], uint32(int32(int8(blk[192+s]))))
+					v := uint32(int32(int8(blk[192+s])))
+					if words {
+						v = v&0xffff | v<<16
+					}
+					le.PutUint32(d[64+64*s+o:], v)
 				}
 				for u := range 8 {
 					lo := uint32(uint16(int16(int8(blk[192+2*u]))))
