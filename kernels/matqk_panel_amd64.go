@@ -144,72 +144,85 @@ func kqScratchPanels(t tensor.DType, pk *kqPanels, dst []float32, w, xq []byte, 
 func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int, words bool) {
 	pb := kqPanelBlk(t)
 	bb := t.BlockBytes()
-	le := binary.LittleEndian
 	for b := range nb {
 		d := dst[b*pb : (b+1)*pb]
 		for k := range PanelRows {
 			blk := src[k*rb+b*bb : k*rb+(b+1)*bb]
-			o := 4 * k
 			switch t {
-			case tensor.Q4_K, tensor.Q5_K:
-				copy(d[2*k:2*k+2], blk[0:2])
-				copy(d[32+2*k:32+2*k+2], blk[2:4])
-				for j := range 8 {
-					sc, m := tensor.ScaleMinK4(j, blk[4:16])
-					v := uint32(sc)
-					if words {
-						v |= v << 16
-					}
-					le.PutUint32(d[64+64*j+o:], v)
-					le.PutUint32(d[576+64*j+o:], uint32(m)|uint32(m)<<16)
-				}
-				lv := d[kqpLevelsSM:]
-				qs := blk[16:144]
-				if t == tensor.Q5_K {
-					qs = blk[48:176]
-				}
-				for c := range 4 {
-					for g := range 8 {
-						v := le.Uint32(qs[32*c+4*g:])
-						lo, hi := v&0x0f0f0f0f, v>>4&0x0f0f0f0f
-						if t == tensor.Q5_K {
-							h := le.Uint32(blk[16+4*g:])
-							lo |= (h >> (2 * c) & 0x01010101) << 4
-							hi |= (h >> (2*c + 1) & 0x01010101) << 4
-						}
-						// Values 64c+4g… (group 16c+g) and 64c+32+4g…
-						// (group 16c+8+g).
-						le.PutUint32(lv[64*(16*c+g)+o:], lo)
-						le.PutUint32(lv[64*(16*c+8+g)+o:], hi)
-					}
-				}
 			case tensor.Q6_K:
-				copy(d[2*k:2*k+2], blk[208:210])
-				for s := range 16 {
-					v := uint32(int32(int8(blk[192+s])))
-					if words {
-						v = v&0xffff | v<<16
-					}
-					le.PutUint32(d[64+64*s+o:], v)
-				}
-				for u := range 8 {
-					lo := uint32(uint16(int16(int8(blk[192+2*u]))))
-					hi := uint32(uint16(int16(int8(blk[192+2*u+1]))))
-					le.PutUint32(d[1088+64*u+o:], lo|hi<<16)
-				}
-				lv := d[kqpLevels6:]
-				for h := range 2 {
-					ql, qh := blk[64*h:], blk[128+32*h:]
-					for g := range 8 {
-						l0, l1, m := le.Uint32(ql[4*g:]), le.Uint32(ql[32+4*g:]), le.Uint32(qh[4*g:])
-						// Values 128h+4g… (+32, +64, +96): groups 32h+g (+8, +16, +24).
-						le.PutUint32(lv[64*(32*h+g)+o:], l0&0x0f0f0f0f|(m&0x03030303)<<4)
-						le.PutUint32(lv[64*(32*h+8+g)+o:], l1&0x0f0f0f0f|(m>>2&0x03030303)<<4)
-						le.PutUint32(lv[64*(32*h+16+g)+o:], l0>>4&0x0f0f0f0f|(m>>4&0x03030303)<<4)
-						le.PutUint32(lv[64*(32*h+24+g)+o:], l1>>4&0x0f0f0f0f|(m>>6&0x03030303)<<4)
-					}
-				}
+				panelizeQ6K((*[kqp6]byte)(d), (*[tensor.Q6_KBlockLen]byte)(blk), k, words)
+			case tensor.Q5_K:
+				panelizeSM((*[kqpSM]byte)(d), (*[16]byte)(blk), (*[128]byte)(blk[48:]), (*[32]byte)(blk[16:]), k, words)
+			default:
+				panelizeSM((*[kqpSM]byte)(d), (*[16]byte)(blk), (*[128]byte)(blk[16:]), nil, k, words)
 			}
+		}
+	}
+}
+
+// panelizeSM writes row k (0…15) of a Q4_K/Q5_K panel super-block from
+// the row's block: head (d, dmin, the 12 packed scale bytes), qs, and qh
+// (Q5_K's high bits; nil for Q4_K).
+func panelizeSM(d *[kqpSM]byte, head *[16]byte, qs *[128]byte, qh *[32]byte, k int, words bool) {
+	le := binary.LittleEndian
+	o := 4 * k & 60
+	d[o/2], d[o/2+1], d[32+o/2], d[32+o/2+1] = head[0], head[1], head[2], head[3]
+	q := head[4:16]
+	for j := range 8 {
+		sc, m := tensor.ScaleMinK4(j, q)
+		v := uint32(sc)
+		if words {
+			v |= v << 16
+		}
+		le.PutUint32(d[64+64*j+o:], v)
+		le.PutUint32(d[576+64*j+o:], uint32(m)|uint32(m)<<16)
+	}
+	lv := (*[4096]byte)(d[kqpLevelsSM:])
+	for g := range 8 {
+		var h uint32
+		if qh != nil {
+			h = le.Uint32(qh[4*g:])
+		}
+		for c := range 4 {
+			v := le.Uint32(qs[32*c+4*g:])
+			lo := v&0x0f0f0f0f | (h>>(2*c)&0x01010101)<<4
+			hi := v>>4&0x0f0f0f0f | (h>>(2*c+1)&0x01010101)<<4
+			// Values 64c+4g… (group 16c+g) and 64c+32+4g… (group 16c+8+g).
+			le.PutUint32(lv[(64*(16*c+g)+o)&4092:], lo)
+			le.PutUint32(lv[(64*(16*c+8+g)+o)&4092:], hi)
+		}
+	}
+}
+
+// panelizeQ6K writes row k (0…15) of a Q6_K panel super-block from the
+// row's block.
+func panelizeQ6K(d *[kqp6]byte, blk *[tensor.Q6_KBlockLen]byte, k int, words bool) {
+	le := binary.LittleEndian
+	o := 4 * k & 60
+	d[o/2], d[o/2+1] = blk[208], blk[209]
+	for s := range 16 {
+		v := uint32(int32(int8(blk[192+s])))
+		if words {
+			v = v&0xffff | v<<16
+		}
+		le.PutUint32(d[64+64*s+o:], v)
+	}
+	for u := range 8 {
+		lo := uint32(uint16(int16(int8(blk[192+2*u]))))
+		hi := uint32(uint16(int16(int8(blk[192+2*u+1]))))
+		le.PutUint32(d[1088+64*u+o:], lo|hi<<16)
+	}
+	lv := (*[4096]byte)(d[kqpLevels6:])
+	for h := range 2 {
+		for g := range 8 {
+			l0 := le.Uint32(blk[64*h+4*g:])
+			l1 := le.Uint32(blk[64*h+32+4*g:])
+			m := le.Uint32(blk[128+32*h+4*g:])
+			// Values 128h+4g… (+32, +64, +96): groups 32h+g (+8, +16, +24).
+			le.PutUint32(lv[(64*(32*h+g)+o)&4092:], l0&0x0f0f0f0f|(m&0x03030303)<<4)
+			le.PutUint32(lv[(64*(32*h+8+g)+o)&4092:], l1&0x0f0f0f0f|(m>>2&0x03030303)<<4)
+			le.PutUint32(lv[(64*(32*h+16+g)+o)&4092:], l0>>4&0x0f0f0f0f|(m>>4&0x03030303)<<4)
+			le.PutUint32(lv[(64*(32*h+24+g)+o)&4092:], l1>>4&0x0f0f0f0f|(m>>6&0x03030303)<<4)
 		}
 	}
 }

@@ -124,3 +124,22 @@ func TestQKPanelVsRow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKQPanelize: laying out one 16-row panel of 8 super-blocks.
+func BenchmarkKQPanelize(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
+		b.Run(dt.String(), func(b *testing.B) {
+			nb := 8
+			rb := nb * dt.BlockBytes()
+			src := make([]byte, PanelRows*rb)
+			for i := range src {
+				src[i] = byte(i * 7)
+			}
+			dst := make([]byte, nb*kqPanelBlk(dt))
+			for b.Loop() {
+				kqPanelize(dt, dst, src, nb, rb, false)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nb*PanelRows), "ns/row-block")
+		})
+	}
+}
