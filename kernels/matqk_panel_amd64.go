@@ -45,11 +45,14 @@ import (
 //	[1088,5184) levels                [1600,5696) levels
 //
 // vectors of 16 rows (row k at 4k; a scale as int32, or as the int16 pair
-// (sc, sc) for the AVX2 tiles, kqPanels.words), levels in 64 groups of 4 values
-// (group g = values 4g…4g+3 at levels+64g). Making them costs one pass
-// over the block (about 200 cycles a row and super-block), which the
-// inputs repay from a few dozen on (kqpMinInputs); smaller batches keep
-// the row-major tiles.
+// (sc, sc) for the AVX2 tiles, kqPanels.words), levels in 64 groups of 4
+// values (group g = values 4g…4g+3 at levels+64g). Making them costs one
+// pass over the block per call (the levels transposed 8 rows at a time in
+// assembly, the scales unpacked in Go): measured by CPU time on one
+// Sapphire Rapids core, a 768×2048 Q4_K product takes the panels at about
+// 54 GMAC/s from the row tiles' 54 at 8 inputs, 70 at 16, 98 at 32 and
+// 145 at 512 (AVX2: 36, 48, 59 and 72 against 49), so batches from
+// kqpMinInputs = 32 take them and smaller ones keep the row tiles.
 
 const (
 	kqpSM   = 5184 // bytes of one super-block of a Q4_K/Q5_K panel
@@ -62,7 +65,7 @@ const (
 
 // kqpMinInputs is the smallest batch that takes the panels (a variable so
 // tests can send small batches through them).
-var kqpMinInputs = 64
+var kqpMinInputs = 32
 
 // kqPanelTile writes dst[k·rows + 16p + j] = row 16p+j of the np scratch
 // panels at w (nb super-blocks each) · input k, for the 8 inputs k whose
@@ -141,61 +144,75 @@ func kqScratchPanels(t tensor.DType, pk *kqPanels, dst []float32, w, xq []byte, 
 // kqPanelize lays out the 16 rows at src (rb bytes each, nb super-blocks
 // of t) as one panel in dst (nb·kqPanelBlk(t) bytes; see above), the
 // sub-block scales as (sc, sc) int16 pairs if words, else as int32.
+// The levels are transposed 8 rows at a time in assembly
+// (matqk_panelize_amd64.s), the scales row by row here.
 func kqPanelize(t tensor.DType, dst, src []byte, nb, rb int, words bool) {
 	pb := kqPanelBlk(t)
 	bb := t.BlockBytes()
+	_ = src[(PanelRows-1)*rb+nb*bb-1] // every row's blocks, for the assembly
 	for b := range nb {
 		d := dst[b*pb : (b+1)*pb]
 		for k := range PanelRows {
 			blk := src[k*rb+b*bb : k*rb+(b+1)*bb]
-			switch t {
-			case tensor.Q6_K:
+			if t == tensor.Q6_K {
 				panelizeQ6K((*[kqp6]byte)(d), (*[tensor.Q6_KBlockLen]byte)(blk), k, words)
-			case tensor.Q5_K:
-				panelizeSM((*[kqpSM]byte)(d), (*[16]byte)(blk), (*[128]byte)(blk[48:]), (*[32]byte)(blk[16:]), k, words)
-			default:
-				panelizeSM((*[kqpSM]byte)(d), (*[16]byte)(blk), (*[128]byte)(blk[16:]), nil, k, words)
+			} else {
+				panelizeSMScales((*[kqpSM]byte)(d), (*[16]byte)(blk), k, words)
 			}
+		}
+		lv := d[kqpLevelsSM : kqpLevelsSM+4096]
+		_ = d[kqPanelBlk(t)-1]
+		switch t {
+		case tensor.Q4_K:
+			kqLevelsQ4AVX2(&lv[0], &src[b*bb+16], rb)
+		case tensor.Q5_K:
+			kqLevelsQ5AVX2(&lv[0], &src[b*bb+48], rb, -32)
+		case tensor.Q6_K:
+			kqLevelsQ6AVX2(&d[kqpLevels6], &src[b*bb], rb)
 		}
 	}
 }
 
-// panelizeSM writes row k (0…15) of a Q4_K/Q5_K panel super-block from
-// the row's block: head (d, dmin, the 12 packed scale bytes), qs, and qh
-// (Q5_K's high bits; nil for Q4_K).
-func panelizeSM(d *[kqpSM]byte, head *[16]byte, qs *[128]byte, qh *[32]byte, k int, words bool) {
+// kqLevelsQ4AVX2 and kqLevelsQ5AVX2 write the 4096 level bytes of a
+// Q4_K/Q5_K panel super-block at dst from the 16 rows' qs at src + k·rb
+// (and Q5_K's qh at qh bytes from each).
+//
+//go:noescape
+func kqLevelsQ4AVX2(dst, src *byte, rb int)
+
+//go:noescape
+func kqLevelsQ5AVX2(dst, src *byte, rb int, qh int)
+
+// kqLevelsQ6AVX2 is the same for a Q6_K panel super-block, from the rows'
+// blocks at src + k·rb.
+//
+//go:noescape
+func kqLevelsQ6AVX2(dst, src *byte, rb int)
+
+// panelizeSMScales writes row k (0…15) of a Q4_K/Q5_K panel super-block's
+// d, dmin, scales and min pairs from the block's first 16 bytes.
+func panelizeSMScales(d *[kqpSM]byte, head *[16]byte, k int, words bool) {
 	le := binary.LittleEndian
 	o := 4 * k & 60
 	d[o/2], d[o/2+1], d[32+o/2], d[32+o/2+1] = head[0], head[1], head[2], head[3]
-	q := head[4:16]
+	// tensor.ScaleMinK4 for the 8 sub-blocks at once: a holds bytes 0–7 of
+	// the packed scales, c bytes 8–11; sc (bytes j) and m as 8 bytes each.
+	a, c := le.Uint64(head[4:]), uint64(le.Uint32(head[12:]))
+	lo6 := a & 0x3f3f3f3f3f3f3f3f
+	sc := lo6&0xffffffff | (c&0x0f0f0f0f|(a>>6&0x03030303)<<4)<<32
+	m := lo6>>32 | (c>>4&0x0f0f0f0f|(a>>38&0x03030303)<<4)<<32
 	for j := range 8 {
-		sc, m := tensor.ScaleMinK4(j, q)
-		v := uint32(sc)
+		v, mj := uint32(sc>>(8*j)&0xff), uint32(m>>(8*j)&0xff)
 		if words {
 			v |= v << 16
 		}
-		le.PutUint32(d[64+64*j+o:], v)
-		le.PutUint32(d[576+64*j+o:], uint32(m)|uint32(m)<<16)
-	}
-	lv := (*[4096]byte)(d[kqpLevelsSM:])
-	for g := range 8 {
-		var h uint32
-		if qh != nil {
-			h = le.Uint32(qh[4*g:])
-		}
-		for c := range 4 {
-			v := le.Uint32(qs[32*c+4*g:])
-			lo := v&0x0f0f0f0f | (h>>(2*c)&0x01010101)<<4
-			hi := v>>4&0x0f0f0f0f | (h>>(2*c+1)&0x01010101)<<4
-			// Values 64c+4g… (group 16c+g) and 64c+32+4g… (group 16c+8+g).
-			le.PutUint32(lv[(64*(16*c+g)+o)&4092:], lo)
-			le.PutUint32(lv[(64*(16*c+8+g)+o)&4092:], hi)
-		}
+		le.PutUint32(d[(64+64*j+o)&1023:], v)
+		le.PutUint32(d[(576+64*j+o)&2047:], mj|mj<<16)
 	}
 }
 
-// panelizeQ6K writes row k (0…15) of a Q6_K panel super-block from the
-// row's block.
+// panelizeQ6K writes row k (0…15) of a Q6_K panel super-block's d,
+// scales and scale pairs from the row's block.
 func panelizeQ6K(d *[kqp6]byte, blk *[tensor.Q6_KBlockLen]byte, k int, words bool) {
 	le := binary.LittleEndian
 	o := 4 * k & 60
@@ -211,18 +228,5 @@ func panelizeQ6K(d *[kqp6]byte, blk *[tensor.Q6_KBlockLen]byte, k int, words boo
 		lo := uint32(uint16(int16(int8(blk[192+2*u]))))
 		hi := uint32(uint16(int16(int8(blk[192+2*u+1]))))
 		le.PutUint32(d[1088+64*u+o:], lo|hi<<16)
-	}
-	lv := (*[4096]byte)(d[kqpLevels6:])
-	for h := range 2 {
-		for g := range 8 {
-			l0 := le.Uint32(blk[64*h+4*g:])
-			l1 := le.Uint32(blk[64*h+32+4*g:])
-			m := le.Uint32(blk[128+32*h+4*g:])
-			// Values 128h+4g… (+32, +64, +96): groups 32h+g (+8, +16, +24).
-			le.PutUint32(lv[(64*(32*h+g)+o)&4092:], l0&0x0f0f0f0f|(m&0x03030303)<<4)
-			le.PutUint32(lv[(64*(32*h+8+g)+o)&4092:], l1&0x0f0f0f0f|(m>>2&0x03030303)<<4)
-			le.PutUint32(lv[(64*(32*h+16+g)+o)&4092:], l0>>4&0x0f0f0f0f|(m>>4&0x03030303)<<4)
-			le.PutUint32(lv[(64*(32*h+24+g)+o)&4092:], l1>>4&0x0f0f0f0f|(m>>6&0x03030303)<<4)
-		}
 	}
 }
