@@ -56,7 +56,7 @@ func TestKQuantPanels(t *testing.T) {
 			useSet(t, set)
 			for _, dt := range kqTypes {
 				r := newRand(t, uint64(dt))
-				for _, cols := range []int{256, 768} {
+				for _, cols := range []int{256, 768, 5632} { // 5632: the 1b preset's feed-forward width
 					for _, rows := range []int{16, 33, 47} {
 						for _, n := range []int{8, 13, 21} {
 							for _, mode := range []weightMode{encoded, rawBits} {
