@@ -8,7 +8,8 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// K-quant batches in panels (AVX-512 VNNI). The row-major tiles of
+// K-quant batches in panels (AVX-512 VNNI here, AVX2 in
+// matqk_panel_avx2_amd64.s). The row-major tiles of
 // matqk_amd64.s take one weight row against four inputs, and every
 // super-block ends in horizontal sums of the integer vectors before its
 // float step: on a 512-token prompt most of a Q4_K_M model's time went
@@ -48,11 +49,12 @@ import (
 // (sc, sc) for the AVX2 tiles, kqPanels.words), levels in 64 groups of 4
 // values (group g = values 4g…4g+3 at levels+64g). Making them costs one
 // pass over the block per call (the levels transposed 8 rows at a time in
-// assembly, the scales unpacked in Go): measured by CPU time on one
-// Sapphire Rapids core, a 768×2048 Q4_K product takes the panels at about
-// 54 GMAC/s from the row tiles' 54 at 8 inputs, 70 at 16, 98 at 32 and
-// 145 at 512 (AVX2: 36, 48, 59 and 72 against 49), so batches from
-// kqpMinInputs = 32 take them and smaller ones keep the row tiles.
+// assembly, the scales unpacked in Go): measured by thread CPU time on
+// one core of an AMX-capable Xeon, a 768×2048 Q4_K product runs at 49
+// GMAC/s through the panels against the row tiles' 54 at 8 inputs, 70 at
+// 16, 98 at 32 and 145 at 512 (AVX2: 36 and 48 at 8 and 16 against 49,
+// 64 at 32 and 84 at 512 against 42–48), so batches from kqpMinInputs = 32
+// take them and smaller ones keep the row tiles.
 
 const (
 	kqpSM   = 5184 // bytes of one super-block of a Q4_K/Q5_K panel
