@@ -128,10 +128,19 @@ func matKQ(p *Pool, k kqKernel, dst []float32, w Weight, x []float32, n int) {
 	p.forLocked(w.Rows, parts, j.runFn)
 }
 
+// q8kBlockImpl, when set (amd64 from AVX2 up), quantizes the blocks it
+// takes with quantizeBlockQ8K's bytes and reports whether it took one; the
+// others go to quantizeBlockQ8K.
+var q8kBlockImpl func(dst []byte, x []float32) bool
+
 // quantizeRowQ8K quantizes len(x)/256 blocks of x into dst (block_q8_K).
 func quantizeRowQ8K(dst []byte, x []float32) {
+	fast := q8kBlockImpl
 	for b := 0; b < len(x)/tensor.QK_K; b++ {
-		quantizeBlockQ8K(dst[b*q8kBlk:(b+1)*q8kBlk], x[b*tensor.QK_K:(b+1)*tensor.QK_K])
+		d, v := dst[b*q8kBlk:(b+1)*q8kBlk], x[b*tensor.QK_K:(b+1)*tensor.QK_K]
+		if fast == nil || !fast(d, v) {
+			quantizeBlockQ8K(d, v)
+		}
 	}
 }
 

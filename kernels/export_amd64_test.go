@@ -9,3 +9,11 @@ func SetRowBlockBytes(v int) (restore func()) {
 	rowBlockBytes = v
 	return func() { rowBlockBytes = old }
 }
+
+// SetKQPanelMinInputs sets the smallest batch that takes the K-quant panel
+// tiles, so tests can reach them with small shapes.
+func SetKQPanelMinInputs(v int) (restore func()) {
+	old := kqpMinInputs
+	kqpMinInputs = v
+	return func() { kqpMinInputs = old }
+}

@@ -108,47 +108,49 @@ func q6kTile4AVX512(w, x *byte, nb, xs int, out *float32, os int)
 func q6kTile4VNNI(w, x *byte, nb, xs int, out *float32, os int)
 
 func matQ4_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotAVX2, q4kTile4AVX2, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsAVX2, q4kDotAVX2, q4kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotAVX2, q5kTile4AVX2, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsAVX2, q5kDotAVX2, q5kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotAVX2, q6kTile4AVX2, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsAVX2, q6kDotAVX2, q6kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotAVX512, q4kTile4AVX512, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsAVX2, q4kDotAVX512, q4kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotAVX512, q5kTile4AVX512, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsAVX2, q5kDotAVX512, q5kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotAVX512, q6kTile4AVX512, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsAVX2, q6kDotAVX512, q6kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q4kDotVNNI, q4kTile4VNNI, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q4_K, kqPanelsVNNI, q4kDotVNNI, q4kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q5kDotVNNI, q5kTile4VNNI, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q5_K, kqPanelsVNNI, q5kDotVNNI, q5kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQK(q6kDotVNNI, q6kTile4VNNI, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQK(tensor.Q6_K, kqPanelsVNNI, q6kDotVNNI, q6kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
-// matQK computes outputs [lo,hi) for all n inputs with dot and tile, bb
-// bytes per weight super-block: inputs four at a time through tile (each
+// matQK computes outputs [lo,hi) of a row-major weight of type t for all
+// n inputs with dot and tile: inputs four at a time through tile (each
 // weight block unpacked once for four), the rest one at a time. For a
 // batch the rows go in blocks that stay in L2 (rowBlock) while every input
-// passes over them.
-func matQK(dot qkDot, tile qkTile, bb int, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+// passes over them. With a panel tile pt (nil: none), a batch of at least
+// kqpMinInputs inputs takes it for its whole panels of rows and whole
+// tiles of inputs (kqScratchPanels), the same bits as dot's.
+func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	nb := cols / tensor.QK_K
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -157,11 +159,21 @@ func matQK(dot qkDot, tile qkTile, bb int, dst []float32, w, xq []byte, n, rows,
 	if n <= 0 || lo >= hi {
 		return
 	}
-	rb, xb := nb*bb, nb*q8kBlk
+	rb, xb := nb*t.BlockBytes(), nb*q8kBlk
 	// Everything the assembly touches, checked once.
 	_ = w[hi*rb-1]
 	_ = xq[n*xb-1]
 	_ = dst[(n-1)*rows+hi-1]
+	if pt != nil && n >= max(kqpMinInputs, kqpTile) && hi-lo >= PanelRows {
+		n8 := n / kqpTile * kqpTile
+		full := kqScratchPanels(t, pt, dst, w, xq, n8, rows, lo, hi, nb, rb)
+		if n8 < n { // the inputs after the last tile, over the panels' rows
+			matQK(t, nil, dot, tile, dst[n8*rows:], w, xq[n8*xb:], n-n8, rows, cols, lo, full)
+		}
+		if lo = full; lo >= hi {
+			return
+		}
+	}
 	step := rowBlock(rb)
 	if n == 1 {
 		step = hi - lo

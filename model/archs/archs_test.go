@@ -480,3 +480,35 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 		testutil.WriteIDs(t, golden, "llama.cpp (node-llama-cpp, bench/ids.mjs: F32 KV cache, no flash attention) greedy ids on the synthetic files of model/archs/archs_test.go; regenerate with go test ./model/archs -update", prompt, want)
 	}
 }
+
+// TestKQuantBatchInvariant: on a tiny-k Q4_K_M file (Q4_K and Q6_K
+// matrices), the logits of each of 64 greedy decode steps (one row a pass:
+// the K-quant row kernels) have the bits of the same position's logits in
+// one 70-row pass over the prompt and the generated text (the panel tiles
+// on a fast set: a pass of 64 rows or more), at 1 and 2 threads.
+func TestKQuantBatchInvariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 64 decode steps of a tiny-k model")
+	}
+	dir := t.TempDir()
+	path := kCases[0].write(t, dir, kdtypes[1])
+	for _, threads := range []int{1, 2} {
+		l, err := model.Load(t.Context(), model.LoadOptions{Path: path, Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, steps := engineGreedy(t, l, genLen)
+		if rows := len(prompt) + len(ids) - 1; rows < 64 {
+			t.Fatalf("the one pass has %d rows, fewer than the panel tiles take", rows)
+		}
+		for i, lg := range forced(t, l, ids) {
+			for j := range lg {
+				if g, w := lg[j], steps[i][j]; math.Float32bits(g) != math.Float32bits(w) {
+					t.Fatalf("threads=%d step %d logit %d: %v in one %d-row pass, %v decoding (%s kernels)",
+						threads, i, j, g, len(prompt)+len(ids)-1, w, kernels.Impl())
+				}
+			}
+		}
+		l.Close()
+	}
+}
