@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/spec"
 	"github.com/sluicehq/sluice/tokenizer"
@@ -56,6 +57,13 @@ type Request struct {
 	// (sample.Processor): a grammar's mask, say. A processor is the
 	// request's own; the engine calls it from one goroutine at a time.
 	Processors []sample.Processor
+	// Grammar constrains the output to a JSON Schema's values or a GBNF
+	// grammar's language: its mask is the last processor, so a logit bias
+	// cannot lift it. The engine's grammar cache (Options.Grammars) compiles
+	// it once per distinct spec and shares the matcher; the output may end
+	// (EOG, or StopTokens) only where the grammar's string is complete, and
+	// then only end tokens are allowed where nothing may follow.
+	Grammar *grammar.Spec
 	// StopTokens are more token ids that end the request with finish reason
 	// stop, like EOS: a chat template's end-of-turn tokens (<|im_end|>,
 	// <|eot_id|>). The stop token itself is not part of the completion.
@@ -117,6 +125,9 @@ type Options struct {
 	// tokens are sampled from rows OnLogits never sees, so a request that
 	// sets OnLogits is refused.
 	Speculative bool
+	// Grammars is the engine's grammar cache, needed by requests that set
+	// Grammar.
+	Grammars *grammar.Cache
 }
 
 // Session is one request in flight.
@@ -229,6 +240,16 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		if t < 0 || int(t) >= tok.VocabSize() {
 			return s.fail(fmt.Errorf("request %s: prompt token %d is id %d, outside the vocabulary of %d", req.ID, i, t, tok.VocabSize()))
 		}
+	}
+	if req.Grammar != nil {
+		if o.Grammars == nil {
+			return s.fail(fmt.Errorf("request %s: it has a grammar and the engine has no grammar cache (session.Options.Grammars)", req.ID))
+		}
+		p, err := o.Grammars.Processor(*req.Grammar, s.NPrompt, req.StopTokens)
+		if err != nil {
+			return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
+		}
+		s.procs = append(s.procs, p)
 	}
 	// Room for every token the sequence may reach (the context's slots plus
 	// the one predicted at the last slot), so the decode loop never
@@ -370,6 +391,23 @@ func (s *Session) Process(logits []float32, history []int32) ([]float32, error) 
 		}
 	}
 	return out, nil
+}
+
+// Allows reports whether tok may follow history under the request's
+// constraints (its grammar): a draft that was not drawn from a processed
+// distribution (prompt lookup) is cut at the first token it does not allow.
+// Processors without such a rule allow every token.
+func (s *Session) Allows(history []int32, tok int32) (bool, error) {
+	for _, p := range s.procs {
+		if a, ok := p.(interface {
+			Allows([]int32, int32) (bool, error)
+		}); ok {
+			if ok, err := a.Allows(history, tok); !ok || err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
 }
 
 // Processes reports whether the request has processors (Process copies).
