@@ -250,6 +250,10 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 			return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
 		}
 		s.procs = append(s.procs, p)
+		// The grammar's value ends the output: its end token stops the
+		// request even where NoStop (benchmarks) would run past EOS, since
+		// nothing the grammar allows may follow it.
+		s.noStop = false
 	}
 	// Room for every token the sequence may reach (the context's slots plus
 	// the one predicted at the last slot), so the decode loop never
