@@ -27,6 +27,28 @@ type samplingFields struct {
 	Stop              stopList           `json:"stop"`
 	Seed              *int64             `json:"seed"`
 	LogitBias         map[string]float64 `json:"logit_bias"`
+	// ResponseFormat is OpenAI's: text, json_object or json_schema (and
+	// llama-server's "schema" beside the type). Grammar and JSONSchema are
+	// llama-server's fields: a GBNF grammar, a JSON Schema.
+	ResponseFormat *responseFormat `json:"response_format"`
+	Grammar        *string         `json:"grammar"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
+}
+
+// responseFormat is "response_format".
+type responseFormat struct {
+	Type       string          `json:"type"`
+	JSONSchema *jsonSchemaSpec `json:"json_schema"`
+	Schema     json.RawMessage `json:"schema"`
+}
+
+// jsonSchemaSpec is response_format.json_schema. The schema is enforced
+// as strictly whatever Strict says: the grammar never loosens it.
+type jsonSchemaSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
 }
 
 type streamOptions struct {
@@ -49,9 +71,6 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
 }
 
 type chatMessage struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 	"github.com/sluicehq/sluice/tokenizer/chat"
@@ -40,6 +41,7 @@ type params struct {
 	stream     bool
 	usage      bool
 	bestOf     int // > n: one best_of request per prompt (runBestOf); 0: none
+	grammar    *grammar.Spec
 }
 
 // job is one HTTP generation request: its prompts × n choices.
@@ -184,6 +186,9 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 			return p, badRequest("seed", "'seed' is %d: it must be ≥ 0 (or -1 for a random seed).", *f.Seed)
 		}
 	}
+	if e := s.constraint(f, &p); e != nil {
+		return p, e
+	}
 	if f.StreamOptions != nil {
 		if !f.Stream {
 			return p, badRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.")
@@ -194,6 +199,85 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 		return p, badRequest("", "Invalid sampling parameters: %v.", err)
 	}
 	return p, nil
+}
+
+// constraint reads the output constraint of a request: response_format
+// (OpenAI's json_object and json_schema, llama-server's "schema" beside
+// either type), or llama-server's grammar (GBNF) or json_schema fields; at
+// most one of them. It compiles the constraint through the engine's cache,
+// so a schema that is not JSON, a keyword the engine cannot enforce, an
+// empty enum, a schema no value satisfies or a GBNF syntax error is a 400
+// naming the parameter and the problem, before anything is generated.
+func (s *Server) constraint(f *samplingFields, p *params) *apiError {
+	var sp *grammar.Spec
+	param := ""
+	given := func(name string, x *grammar.Spec) *apiError {
+		if sp != nil {
+			return badRequest(name, "'%s' and '%s' both constrain the output: give one.", param, name)
+		}
+		sp, param = x, name
+		return nil
+	}
+	present := func(raw json.RawMessage) bool {
+		raw = bytes.TrimSpace(raw)
+		return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+	}
+	if rf := f.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "", "text":
+			if rf.JSONSchema != nil || present(rf.Schema) {
+				return badRequest("response_format", "'response_format' of type %q takes no schema: use type json_schema.", rf.Type)
+			}
+		case "json_object":
+			if rf.JSONSchema != nil {
+				return badRequest("response_format.json_schema", "'response_format.json_schema' belongs to type json_schema, not json_object.")
+			}
+			schema := json.RawMessage(`{"type":"object"}`)
+			if present(rf.Schema) {
+				schema = rf.Schema
+			}
+			if e := given("response_format", &grammar.Spec{Schema: schema}); e != nil {
+				return e
+			}
+		case "json_schema":
+			var schema json.RawMessage
+			switch {
+			case rf.JSONSchema != nil && present(rf.JSONSchema.Schema):
+				schema = rf.JSONSchema.Schema
+			case rf.JSONSchema == nil && present(rf.Schema):
+				schema = rf.Schema
+			default:
+				return badRequest("response_format.json_schema.schema", "'response_format' of type json_schema needs 'json_schema': {'name': ..., 'schema': {...}}.")
+			}
+			if e := given("response_format", &grammar.Spec{Schema: schema}); e != nil {
+				return e
+			}
+		default:
+			return badRequest("response_format.type", "Invalid 'response_format.type' %q: expected text, json_object or json_schema.", rf.Type)
+		}
+	}
+	if f.Grammar != nil && *f.Grammar != "" {
+		if e := given("grammar", &grammar.Spec{GBNF: *f.Grammar}); e != nil {
+			return e
+		}
+	}
+	if present(f.JSONSchema) {
+		if e := given("json_schema", &grammar.Spec{Schema: f.JSONSchema}); e != nil {
+			return e
+		}
+	}
+	if sp == nil {
+		return nil
+	}
+	if _, err := s.eng.Grammars().Matcher(*sp); err != nil {
+		what := "JSON Schema"
+		if sp.GBNF != "" {
+			what = "grammar"
+		}
+		return badRequest(param, "Invalid %s in '%s': %v.", what, param, err)
+	}
+	p.grammar = sp
+	return nil
 }
 
 // logprobsOK refuses logprobs where they cannot be computed.
@@ -353,9 +437,6 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	if t := bytes.TrimSpace(req.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
 		return nil, badRequest("tools", "'tools' is not supported by this server.")
 	}
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		return nil, badRequest("response_format", "'response_format' %q is not supported by this server (only text).", rf.Type)
-	}
 	switch {
 	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
 		return nil, badRequest("top_logprobs", "'top_logprobs' needs 'logprobs': true.")
@@ -466,7 +547,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, idx), Index: index, Tokens: prompt,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, Grammar: j.p.grammar,
 	}
 	var lp *lpCapture
 	if j.p.logprobs >= 0 {
@@ -540,7 +621,7 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, i), Index: index, Tokens: prompt, BestOf: j.p.bestOf,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, Grammar: j.p.grammar,
 	}
 	s.m.promptTokens.Add(float64(len(prompt)))
 	res, err := s.eng.Complete(ctx, req)

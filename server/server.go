@@ -48,7 +48,17 @@
 // presence_penalty and frequency_penalty are not implemented (the sampler
 // has no such penalty and OnLogits cannot change sampling): a non-zero
 // value is a 400 naming the parameter, as are logit_bias, suffix, best_of >
-// n, tools and a response_format other than text.
+// n and tools.
+//
+// # Structured output
+//
+// response_format (json_object: any JSON object; json_schema: the values of
+// its schema, strict or not, since the grammar never loosens a schema) on
+// chat and completions, and llama-server's grammar (GBNF) and json_schema
+// fields, constrain every choice through the engine's grammar (see package
+// grammar): the output is compact JSON, and finish_reason is stop when the
+// value is complete, length when max_tokens ran out first. A schema or
+// grammar the engine cannot compile or enforce is a 400 naming the problem.
 //
 // # Errors and limits
 //
