@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,5 +200,78 @@ func TestBenchConstrained(t *testing.T) {
 	}
 	if _, _, err := cli(t, "", "bench", "-m", bin, "--tokenizer", tok, "--json-schema", `{"enum":[]}`); err == nil || !strings.Contains(err.Error(), `"enum"`) {
 		t.Errorf("bad schema: %v", err)
+	}
+}
+
+// run reads response_format and grammar per line: every property-test
+// schema at 3 seeds at temperature 0.8 on stories260K in one batch file;
+// every line that finished with stop validates; a line whose schema the
+// engine cannot enforce fails alone, naming the keyword.
+func TestRunConstrained(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "grammar", "testdata", "property_schemas.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var in strings.Builder
+	for i, s := range schemas {
+		for seed := range 3 {
+			fmt.Fprintf(&in, `{"custom_id":"s%d-%d","prompt":"Once upon a time","seed":%d,"temperature":0.8,"max_tokens":200,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":%s}}}`+"\n", i, seed, seed+1, s)
+		}
+	}
+	in.WriteString(`{"custom_id":"bad","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","patternProperties":{"a":{}}}}}}` + "\n")
+	in.WriteString(`{"custom_id":"gbnf","prompt":"x","grammar":"root ::= \"yes\" | \"no\""}` + "\n")
+	dir := t.TempDir()
+	pf, out := filepath.Join(dir, "p.jsonl"), filepath.Join(dir, "out.jsonl")
+	if err := os.WriteFile(pf, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := cli(t, "", "run", "-m", bin, "--tokenizer", tok, "--prompts", pf, "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "1 line(s) failed") {
+		t.Fatalf("want exactly the bad line to fail: %v\n%s", err, stderr)
+	}
+	stopped, total := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, out)), "\n") {
+		var r struct {
+			CustomID     string `json:"custom_id"`
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+			Error        string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.CustomID == "bad":
+			if !strings.Contains(r.Error, `keyword "patternProperties"`) || !strings.Contains(r.Error, "p.jsonl:") {
+				t.Errorf("bad line: %q", r.Error)
+			}
+			continue
+		case r.CustomID == "gbnf":
+			if (r.Text != "yes" && r.Text != "no") || r.FinishReason != "stop" {
+				t.Errorf("grammar line: %q %s", r.Text, r.FinishReason)
+			}
+			continue
+		}
+		total++
+		if r.FinishReason != "stop" {
+			continue
+		}
+		stopped++
+		var i, seed int
+		fmt.Sscanf(r.CustomID, "s%d-%d", &i, &seed)
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(r.Text))
+		if err != nil {
+			t.Errorf("%s: not JSON: %q", r.CustomID, r.Text)
+			continue
+		}
+		if err := compileTestSchema(t, schemas[i]).Validate(inst); err != nil {
+			t.Errorf("%s: %q does not validate: %v", r.CustomID, r.Text, err)
+		}
+	}
+	t.Logf("%d of %d lines finished with stop and validate", stopped, total)
+	if total != 3*len(schemas) || stopped < total/2 {
+		t.Errorf("%d lines, %d finished", total, stopped)
 	}
 }
