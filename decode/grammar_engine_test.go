@@ -344,3 +344,32 @@ func TestGrammarBeams(t *testing.T) {
 		}
 	}
 }
+
+// A pipeline's sample params may carry a default schema: requests without
+// a constraint of their own follow it; one with its own follows that.
+func TestGrammarPipelineDefault(t *testing.T) {
+	l := enginetest.Stories(t, 1)
+	p := enginetest.Pipeline(t, 0, 4, 0, 0)
+	p.Sampler().JSONSchema = sameTextSchema
+	if err := p.Sampler().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := enginetest.Engine(t, l, p)
+	res := submitAll(t, e, []sluice.Request{
+		{ID: "default", Prompt: "Lily", MaxNewTokens: 80},
+		{ID: "own", Prompt: "Lily", MaxNewTokens: 20, Grammar: &grammar.Spec{GBNF: `root ::= "no"`}},
+	})
+	if res[0].Finish != sluice.FinishStop {
+		t.Fatalf("default: %q finished with %s", res[0].Completion, res[0].Finish)
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(res[0].Completion))
+	if err != nil {
+		t.Fatalf("default: %q: %v", res[0].Completion, err)
+	}
+	if err := compileSchema(t, sameTextSchema).Validate(inst); err != nil {
+		t.Errorf("default: %q: %v", res[0].Completion, err)
+	}
+	if res[1].Completion != "no" || res[1].Finish != sluice.FinishStop {
+		t.Errorf("own grammar: %q (%s)", res[1].Completion, res[1].Finish)
+	}
+}

@@ -128,6 +128,9 @@ type Options struct {
 	// Grammars is the engine's grammar cache, needed by requests that set
 	// Grammar.
 	Grammars *grammar.Cache
+	// Grammar constrains the requests that carry no Grammar of their own
+	// (a pipeline's default schema).
+	Grammar *grammar.Spec
 }
 
 // Session is one request in flight.
@@ -240,6 +243,10 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		if t < 0 || int(t) >= tok.VocabSize() {
 			return s.fail(fmt.Errorf("request %s: prompt token %d is id %d, outside the vocabulary of %d", req.ID, i, t, tok.VocabSize()))
 		}
+	}
+	if req.Grammar == nil {
+		req.Grammar = o.Grammar
+		s.Req.Grammar = o.Grammar
 	}
 	if req.Grammar != nil {
 		if o.Grammars == nil {
