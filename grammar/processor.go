@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/tokenizer"
 )
+
+var negInf = float32(math.Inf(-1))
 
 // ErrNoToken is wrapped by the error of a row whose mask allows no token:
 // the grammar needs bytes no token of the vocabulary writes there.
@@ -36,7 +39,8 @@ type Processor struct {
 	last     *pnode  // the node of the previous call
 	lastPath []int32 // its tokens from the root
 	nodes    int
-	saved    []float32 // the end tokens' logits while a row is masked
+	keepIDs  []int32   // tokens whose logits survive a row's masking
+	saved    []float32 // their logits
 }
 
 // pnode is the State after one prefix of the output.
@@ -176,45 +180,53 @@ func (p *Processor) Process(logits []float32, history []int32) error {
 		return fmt.Errorf("grammar: a row of %d logits, the grammar's vocabulary has %d tokens", len(logits), v)
 	}
 	mask := p.m.MaskView(n.s)
-	inf := float32(math.Inf(-1))
-	some := false
-	// A request's own end tokens keep their logits where the output may end.
-	keep := len(p.ends) > 0 && p.m.CanEnd(n.s)
-	if keep {
-		p.saved = p.saved[:0]
+	// The request's own end tokens keep their logits where the output may
+	// end; every allowed token keeps its own.
+	p.keepIDs, p.saved = p.keepIDs[:0], p.saved[:0]
+	if len(p.ends) > 0 && p.m.CanEnd(n.s) {
 		for _, t := range p.ends {
-			p.saved = append(p.saved, logits[t])
+			p.keepIDs, p.saved = append(p.keepIDs, t), append(p.saved, logits[t])
 		}
 	}
-	for i, w := range mask {
-		if w == ^uint64(0) {
-			some = true
-			continue
-		}
-		if w != 0 {
-			some = true
-		}
-		base := i * 64
-		for j := range min(64, v-base) {
-			if w>>j&1 == 0 {
-				logits[base+j] = inf
+	allowed := 0
+	for _, w := range mask {
+		allowed += bits.OnesCount64(w)
+	}
+	if allowed+len(p.keepIDs) == 0 {
+		return fmt.Errorf("grammar: after %d output tokens: %w: the grammar expects %s", n.depth, ErrNoToken, p.m.g.Expected(n.s))
+	}
+	if allowed < v/8 {
+		// Few tokens allowed (most of a JSON value outside strings): keep
+		// them, fill the row with -Inf by doubling copies, put them back.
+		for i, w := range mask {
+			for w != 0 {
+				t := int32(i*64 + bits.TrailingZeros64(w))
+				p.keepIDs, p.saved = append(p.keepIDs, t), append(p.saved, logits[t])
+				w &= w - 1
 			}
 		}
-	}
-	for j := v; j < len(logits); j++ {
-		logits[j] = inf
-	}
-	if keep {
-		for i, t := range p.ends {
-			logits[t] = p.saved[i]
+		logits[0] = negInf
+		for k := 1; k < len(logits); k *= 2 {
+			copy(logits[k:], logits[:k])
 		}
-		some = true
+	} else {
+		for i, w := range mask {
+			base := i * 64
+			for c := ^w; c != 0; c &= c - 1 {
+				if j := base + bits.TrailingZeros64(c); j < v {
+					logits[j] = negInf
+				}
+			}
+		}
+		for j := v; j < len(logits); j++ {
+			logits[j] = negInf
+		}
+	}
+	for i, t := range p.keepIDs {
+		logits[t] = p.saved[i]
 	}
 	if p.stats != nil {
 		p.stats.add(time.Since(t0))
-	}
-	if !some {
-		return fmt.Errorf("grammar: after %d output tokens: %w: the grammar expects %s", n.depth, ErrNoToken, p.m.g.Expected(n.s))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -177,4 +178,57 @@ func BenchmarkProcessor(b *testing.B) {
 			b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
 		})
 	}
+}
+
+// BenchmarkProcessorState is what the trie saves: the State for each
+// position of a 256-token output, found by the processor (one Advance for
+// the new token) or by advancing from the start each time.
+func BenchmarkProcessorState(b *testing.B) {
+	v := testVocab(7, 32000)
+	m := NewMatcher(mustSchema(b, `{"type":"array","items":{"type":"string"}}`), v)
+	// A fixed output: walk the grammar, taking the first allowed token that
+	// is not a closing quote or bracket, so the string runs on.
+	hist := []int32{0}
+	s := m.Start()
+	opened := false
+	for len(hist) < 257 {
+		var next int32 = -1
+		for tok := range int32(v.Len()) {
+			bb := v.Bytes(tok)
+			if len(bb) == 0 || bytes.ContainsAny(bb, `]\`) || opened && bytes.ContainsRune(bb, '"') {
+				continue
+			}
+			if ns, ok := m.Advance(s, tok); ok {
+				s, next = ns, tok
+				opened = opened || bytes.ContainsRune(bb, '"')
+				break
+			}
+		}
+		if next < 0 {
+			b.Fatalf("no continuation after %d tokens", len(hist))
+		}
+		hist = append(hist, next)
+	}
+	b.Run("trie", func(b *testing.B) {
+		for b.Loop() {
+			p := NewProcessor(m, ProcessorOptions{Prompt: 1})
+			for k := 1; k <= len(hist); k++ {
+				if _, err := p.State(hist[:k]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hist)), "ns/position")
+	})
+	b.Run("from-start", func(b *testing.B) {
+		for b.Loop() {
+			for k := 1; k <= len(hist); k++ {
+				s := m.Start()
+				for _, t := range hist[1:k] {
+					s, _ = m.Advance(s, t)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hist)), "ns/position")
+	})
 }
