@@ -600,6 +600,10 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		ev.finish = sluice.FinishStop
 	case res.Finish == sluice.FinishError && errors.Is(res.Err, session.ErrPromptTooLong):
 		ev.err = withCode(badRequest("prompt", "%v", res.Err), "context_length_exceeded")
+	case res.Finish == sluice.FinishError && errors.Is(res.Err, grammar.ErrNoToken):
+		// The grammar needs text no token of the model's vocabulary
+		// writes: the request's constraint is at fault, not the server.
+		ev.err = badRequest("response_format", "The output constraint cannot be followed with this model's vocabulary: %v.", res.Err)
 	case res.Finish == sluice.FinishError:
 		ev.err = internalError(res.Err)
 	default:
