@@ -53,6 +53,9 @@ type job struct {
 	prompts  [][]int32
 	echo     []string // completions with echo: each prompt's text
 	p        params
+	// toolCall: the output is a forced tool call, returned as the
+	// message's tool_calls (finish_reason tool_calls), not as content.
+	toolCall bool
 }
 
 // event is a piece of one choice's output, in order; the last has final set.
@@ -434,8 +437,9 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if t := bytes.TrimSpace(req.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
-		return nil, badRequest("tools", "'tools' is not supported by this server.")
+	plan, e := s.tools(req, &p)
+	if e != nil {
+		return nil, e
 	}
 	switch {
 	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
@@ -464,14 +468,23 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		msgs[i] = chat.Message{Role: m.Role, Content: text}
-		contentBytes += len(text)
+		msgs[i] = chat.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID}
+		if tc := bytes.TrimSpace(m.ToolCalls); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) {
+			if err := json.Unmarshal(tc, &msgs[i].ToolCalls); err != nil {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "Invalid 'messages[%d].tool_calls': expected an array of calls: %v.", i, err)
+			}
+		}
+		contentBytes += len(text) + len(m.ToolCalls)
 	}
 	// The template only adds text around the messages.
 	if e := s.checkPromptBytes("messages", contentBytes); e != nil {
 		return nil, e
 	}
-	toks, err := s.chat.Tokens(msgs)
+	var render []any
+	if plan != nil {
+		render = plan.render
+	}
+	toks, err := s.chat.TokensWithTools(msgs, render)
 	if err != nil {
 		return nil, badRequest("messages", "The chat template rejected the messages: %v.", err)
 	}
@@ -480,7 +493,7 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	}
 	p.stopTokens = s.chatIDs
 	p.stops = append(p.stops, s.chatTxt...)
-	return &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}, nil
+	return &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p, toolCall: plan != nil && plan.forced}, nil
 }
 
 // run submits every choice of j and writes the response.
@@ -741,6 +754,15 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		for i := range total {
 			text := texts[i].String()
 			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			if j.toolCall && finish[i] == sluice.FinishStop {
+				call, err := toolCall(text)
+				if err != nil {
+					writeError(w, internalError(err))
+					return
+				}
+				c.Message = &ChatMessageOut{Role: "assistant", ToolCalls: []ToolCall{call}}
+				c.FinishReason = finishPtr("tool_calls")
+			}
 			if j.p.logprobs >= 0 {
 				c.Logprobs = s.chatLPs(lps[i])
 			}
@@ -796,6 +818,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	}
 	total := len(j.prompts) * j.p.n
 	begun := make([]bool, total)
+	calls := make([]strings.Builder, total)
 	ntok, cached := 0, make([]int, len(j.prompts))
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
@@ -833,6 +856,37 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			send(struct {
 				Error *apiError `json:"error"`
 			}{ev.err})
+			continue
+		}
+		if j.toolCall {
+			// A forced call streams as one tool_calls delta when it is
+			// complete (its arguments must parse), after the role chunk.
+			calls[ev.index].WriteString(ev.text)
+			if !begun[ev.index] {
+				send(chunk(ev.index, "", nil, ""))
+			}
+			if !ev.final {
+				continue
+			}
+			ntok += ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
+			if ev.finish != sluice.FinishStop {
+				send(chunk(ev.index, calls[ev.index].String(), nil, ""))
+				send(chunk(ev.index, "", nil, ev.finish))
+				continue
+			}
+			call, err := toolCall(calls[ev.index].String())
+			if err != nil {
+				send(struct {
+					Error *apiError `json:"error"`
+				}{internalError(err)})
+				continue
+			}
+			zero := 0
+			call.Index = &zero
+			send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+				Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: []ToolCall{call}}}}})
+			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
 		}
 		if ev.text != "" || ev.lps != nil || (j.chat && !begun[ev.index]) {

@@ -47,8 +47,8 @@
 //
 // presence_penalty and frequency_penalty are not implemented (the sampler
 // has no such penalty and OnLogits cannot change sampling): a non-zero
-// value is a 400 naming the parameter, as are logit_bias, suffix, best_of >
-// n and tools.
+// value is a 400 naming the parameter, as are logit_bias, suffix and
+// best_of > n.
 //
 // # Structured output
 //
@@ -59,6 +59,19 @@
 // grammar): the output is compact JSON, and finish_reason is stop when the
 // value is complete, length when max_tokens ran out first. A schema or
 // grammar the engine cannot compile or enforce is a 400 naming the problem.
+//
+// # Tool calls
+//
+// tools (functions) on chat completions are given to the chat template as
+// its tools variable; assistant turns with tool_calls and tool turns with
+// tool_call_id go back to it as given. tool_choice "required" and a named
+// function force one call by a grammar, on any model: {"name", "arguments"}
+// with the arguments under the function's parameters schema, returned as
+// message.tool_calls (id, function.name, function.arguments as a JSON
+// string) with finish_reason tool_calls, or in a stream as one
+// delta.tool_calls chunk when the call is complete. "none" generates text
+// without the tools. "auto", which needs the template's own call syntax
+// parsed back, is a 400 naming the choices that work.
 //
 // # Errors and limits
 //

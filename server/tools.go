@@ -1,0 +1,171 @@
+package server
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/sluicehq/sluice/grammar"
+)
+
+// toolSpec is one entry of "tools".
+type toolSpec struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// ToolCall is one call in a message's tool_calls (Index only in a stream's
+// delta).
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function ToolFunction `json:"function"`
+}
+
+// ToolFunction is a call's function: its name and its arguments as a JSON
+// string, as OpenAI sends them.
+type ToolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// toolPlan is how a chat request's tools are used: rendered (the template's
+// tools variable) and, when a call is forced, the grammar of the call.
+type toolPlan struct {
+	render []any // decoded "tools", for the template; nil under "none"
+	forced bool  // the output is a call: {"name": ..., "arguments": {...}}
+}
+
+// tools reads "tools" and "tool_choice". "none" generates text without the
+// tools; "required" and a named function are forced by a grammar (one call
+// object whose name is one of the allowed functions and whose arguments
+// follow that function's parameters schema), on any model and template;
+// "auto" needs the template's own call syntax parsed back, which is not
+// implemented: it is a 400 naming the choices that work. A function whose
+// parameters the engine cannot enforce is a 400 naming it.
+func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
+	raw := bytes.TrimSpace(req.Tools)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte("[]")) {
+		if c := bytes.TrimSpace(req.ToolChoice); len(c) > 0 && !bytes.Equal(c, []byte("null")) && !bytes.Equal(c, []byte(`"none"`)) {
+			return nil, badRequest("tool_choice", "'tool_choice' is set but there are no 'tools'.")
+		}
+		return nil, nil
+	}
+	var specs []toolSpec
+	if err := json.Unmarshal(raw, &specs); err != nil {
+		return nil, badRequest("tools", "Invalid 'tools': expected an array of {\"type\": \"function\", \"function\": {...}}: %v.", err)
+	}
+	var render []any
+	if err := json.Unmarshal(raw, &render); err != nil {
+		return nil, badRequest("tools", "Invalid 'tools': %v.", err)
+	}
+	names := make([]string, len(specs))
+	for i, t := range specs {
+		if t.Type != "function" {
+			return nil, badRequest(fmt.Sprintf("tools[%d].type", i), "Invalid 'tools[%d].type' %q: only \"function\" is supported.", i, t.Type)
+		}
+		if !toolName.MatchString(t.Function.Name) {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "Invalid 'tools[%d].function.name' %q: 1 to 64 letters, digits, '_' or '-'.", i, t.Function.Name)
+		}
+		if slices.Contains(names[:i], t.Function.Name) {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "'tools' names the function %q twice.", t.Function.Name)
+		}
+		names[i] = t.Function.Name
+	}
+	choice := "auto"
+	var named string
+	if c := bytes.TrimSpace(req.ToolChoice); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		if c[0] == '"' {
+			if err := json.Unmarshal(c, &choice); err != nil {
+				return nil, badRequest("tool_choice", "Invalid 'tool_choice': %v.", err)
+			}
+		} else {
+			var obj struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(c, &obj); err != nil || obj.Type != "function" {
+				return nil, badRequest("tool_choice", "Invalid 'tool_choice': expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
+			}
+			if !slices.Contains(names, obj.Function.Name) {
+				return nil, badRequest("tool_choice.function.name", "'tool_choice' names the function %q, which is not among 'tools'.", obj.Function.Name)
+			}
+			choice, named = "function", obj.Function.Name
+		}
+	}
+	switch choice {
+	case "none":
+		return nil, nil
+	case "auto":
+		return nil, badRequest("tool_choice", "'tool_choice' \"auto\" (the default when 'tools' are given) is not supported by this server yet: set it to \"required\", a function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or \"none\".")
+	case "required", "function":
+	default:
+		return nil, badRequest("tool_choice", "Invalid 'tool_choice' %q: expected \"none\", \"auto\", \"required\" or a function.", choice)
+	}
+	if p.grammar != nil {
+		return nil, badRequest("tool_choice", "A forced tool call and 'response_format' (or 'grammar') both constrain the output: give one.")
+	}
+	if p.n > 1 || p.bestOf > 0 {
+		return nil, badRequest("tool_choice", "A forced tool call is generated once per request: 'n' and 'best_of' must be 1.")
+	}
+	var branches [][]byte
+	for i, t := range specs {
+		if named != "" && t.Function.Name != named {
+			continue
+		}
+		params := bytes.TrimSpace(t.Function.Parameters)
+		if len(params) == 0 || bytes.Equal(params, []byte("null")) {
+			params = []byte(`{"type":"object","properties":{}}`)
+		}
+		name, _ := json.Marshal(t.Function.Name)
+		call := []byte(`{"type":"object","properties":{"name":{"const":` + string(name) + `},"arguments":` + string(params) + `},"required":["name","arguments"],"additionalProperties":false}`)
+		if _, err := s.eng.Grammars().Matcher(grammar.Spec{Schema: call}); err != nil {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "The parameters of function %q cannot be enforced: %v.", t.Function.Name, err)
+		}
+		branches = append(branches, call)
+	}
+	schema := branches[0]
+	if len(branches) > 1 {
+		schema = append([]byte(`{"anyOf":[`), bytes.Join(branches, []byte(","))...)
+		schema = append(schema, "]}"...)
+	}
+	sp := &grammar.Spec{Schema: schema}
+	if _, err := s.eng.Grammars().Matcher(*sp); err != nil {
+		return nil, badRequest("tools", "The tools' call grammar cannot be built: %v.", err)
+	}
+	p.grammar = sp
+	return &toolPlan{render: render, forced: true}, nil
+}
+
+// toolCall reads a forced call's output back: {"name", "arguments"} into
+// a tool call whose arguments are their compact JSON text.
+func toolCall(text string) (ToolCall, error) {
+	var out struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		return ToolCall{}, fmt.Errorf("the forced tool call is not JSON: %w", err)
+	}
+	var args bytes.Buffer
+	if err := json.Compact(&args, out.Arguments); err != nil {
+		return ToolCall{}, fmt.Errorf("the forced tool call's arguments: %w", err)
+	}
+	var id [12]byte
+	rand.Read(id[:])
+	return ToolCall{ID: "call_" + hex.EncodeToString(id[:]), Type: "function", Function: ToolFunction{Name: out.Name, Arguments: args.String()}}, nil
+}

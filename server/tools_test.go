@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/sluicehq/sluice/internal/enginetest"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/tokenizer/chat"
+)
+
+const (
+	weatherParams = `{"type":"object","properties":{"city":{"type":"string","maxLength":16},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`
+	timeParams    = `{"type":"object","properties":{"zone":{"type":"string","pattern":"^[A-Z][a-z]{1,6}/[A-Z][a-z]{1,6}$"},"hours":{"type":"integer","minimum":0,"maximum":23}},"required":["zone"],"additionalProperties":false}`
+)
+
+func toolsParam(t *testing.T) []openai.ChatCompletionToolUnionParam {
+	t.Helper()
+	var w, tm map[string]any
+	if err := json.Unmarshal([]byte(weatherParams), &w); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(timeParams), &tm); err != nil {
+		t.Fatal(err)
+	}
+	return []openai.ChatCompletionToolUnionParam{
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Description: openai.String("The weather in a city."), Parameters: w}),
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_time", Parameters: tm}),
+	}
+}
+
+// Forced tool calls through the official client on stories260K at
+// temperature 0.8: tool_choice required (either function) and a named
+// function, streamed and not, at 3 seeds; every call that completes names
+// an allowed function, comes back as message.tool_calls with finish_reason
+// tool_calls, and its arguments validate under the function's parameters.
+// A tool turn answering the call is accepted back in the conversation.
+func TestToolCallsForced(t *testing.T) {
+	l := enginetest.Stories(t, 1)
+	tmpl, err := chat.Builtin("chatml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, server.Options{Engine: enginetest.Plain(t, l, 0.8, 1), Chat: tmpl})
+	ctx := context.Background()
+	params := map[string]*jsonschema.Schema{"get_weather": validator(t, weatherParams), "get_time": validator(t, timeParams)}
+	checkCall := func(name, want, got, args string) {
+		t.Helper()
+		if want != "" && got != want {
+			t.Errorf("%s: called %q, want %q", name, got, want)
+		}
+		v, ok := params[got]
+		if !ok {
+			t.Fatalf("%s: called an unknown function %q", name, got)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
+		if err != nil {
+			t.Fatalf("%s: arguments %q are not JSON: %v", name, args, err)
+		}
+		if err := v.Validate(inst); err != nil {
+			t.Errorf("%s: arguments %s do not validate: %v", name, args, err)
+		}
+	}
+	calls := 0
+	for seed := range int64(3) {
+		for _, choice := range []struct {
+			name string
+			opt  openai.ChatCompletionToolChoiceOptionUnionParam
+			want string
+		}{
+			{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, ""},
+			{"named", openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_time"}), "get_time"},
+		} {
+			p := chatParams(openai.UserMessage("What is the weather in Paris?"))
+			p.Tools, p.ToolChoice = toolsParam(t), choice.opt
+			p.MaxCompletionTokens, p.Temperature, p.Seed = openai.Int(120), openai.Float(0.8), openai.Int(seed)
+			r, err := f.client.Chat.Completions.New(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Choices[0]
+			if c.FinishReason == "length" {
+				t.Logf("%s seed %d: cut at max_tokens: %q", choice.name, seed, c.Message.Content)
+				continue
+			}
+			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+				t.Fatalf("%s: %+v", choice.name, c)
+			}
+			tc := c.Message.ToolCalls[0]
+			if !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" {
+				t.Errorf("%s: call %+v", choice.name, tc)
+			}
+			checkCall(choice.name, choice.want, tc.Function.Name, tc.Function.Arguments)
+			calls++
+
+			st := f.client.Chat.Completions.NewStreaming(ctx, p)
+			var acc openai.ChatCompletionAccumulator
+			var finished []openai.FinishedChatCompletionToolCall
+			for st.Next() {
+				acc.AddChunk(st.Current())
+				if fc, ok := acc.JustFinishedToolCall(); ok {
+					finished = append(finished, fc)
+				}
+			}
+			if err := st.Err(); err != nil {
+				t.Fatal(err)
+			}
+			sc := acc.Choices[0]
+			if sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 {
+				t.Fatalf("%s streamed: %+v", choice.name, sc)
+			}
+			if got := sc.Message.ToolCalls[0].Function; got.Name != tc.Function.Name || got.Arguments != tc.Function.Arguments {
+				t.Errorf("%s: streamed call %+v, not streamed %+v", choice.name, got, tc.Function)
+			}
+			if len(finished) != 1 || finished[0].Arguments != tc.Function.Arguments {
+				t.Errorf("%s: the accumulator finished %+v", choice.name, finished)
+			}
+
+			// The call and the tool's answer go back into the conversation.
+			next := chatParams(openai.UserMessage("What is the weather in Paris?"), c.Message.ToParam(), openai.ToolMessage(`{"ok":true}`, tc.ID))
+			next.Tools, next.ToolChoice = toolsParam(t), openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
+			if _, err := f.client.Chat.Completions.New(ctx, next); err != nil {
+				t.Errorf("%s: the tool turn back: %v", choice.name, err)
+			}
+		}
+	}
+	if calls < 3 {
+		t.Errorf("only %d of 6 forced calls completed", calls)
+	}
+}
+
+// Tool requests that cannot be honoured are a 400 naming the parameter.
+func TestToolCallsBadInput(t *testing.T) {
+	tmpl, err := chat.Builtin("chatml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, server.Options{Chat: tmpl})
+	tool := `{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}`
+	for _, c := range []struct{ name, fields, want string }{
+		{"auto", `"tools":[` + tool + `]`, `'tool_choice' \"auto\"`},
+		{"unknown function", `"tools":[` + tool + `],"tool_choice":{"type":"function","function":{"name":"g"}}`, "not among 'tools'"},
+		{"bad name", `"tools":[{"type":"function","function":{"name":"a b"}}],"tool_choice":"required"`, "tools[0].function.name"},
+		{"unenforceable parameters", `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","patternProperties":{"x":{}}}}}],"tool_choice":"required"`, `keyword \"patternProperties\"`},
+		{"choice without tools", `"tool_choice":"required"`, "no 'tools'"},
+		{"with response_format", `"tools":[` + tool + `],"tool_choice":"required","response_format":{"type":"json_object"}`, "both constrain"},
+		{"not a function", `"tools":[{"type":"custom","custom":{"name":"x"}}],"tool_choice":"required"`, `only \"function\"`},
+	} {
+		code, body := f.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],`+c.fields+`}`)
+		if code != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", c.name, code, body, c.want)
+		}
+	}
+	// tool_choice none generates text as if no tools were given.
+	code, body := f.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"tools":[`+tool+`],"tool_choice":"none"}`)
+	if code != 200 || strings.Contains(body, "tool_calls") {
+		t.Errorf("none: %d %s", code, body)
+	}
+}
