@@ -373,3 +373,38 @@ func TestGrammarPipelineDefault(t *testing.T) {
 		t.Errorf("own grammar: %q (%s)", res[1].Completion, res[1].Finish)
 	}
 }
+
+// best_of under a schema: every candidate is drawn through the request's
+// processor (one trie for all of them), and the best one validates.
+func TestGrammarBestOf(t *testing.T) {
+	l := enginetest.Stories(t, 1)
+	e := enginetest.Plain(t, l, 0.8, 3)
+	res := submitAll(t, e, []sluice.Request{{ID: "b", Prompt: "Lily", MaxNewTokens: 80, BestOf: 4,
+		Sampling: &sample.Options{Temperature: 0.8, Seed: 3}, Grammar: &grammar.Spec{Schema: []byte(sameTextSchema)}}})
+	r := res[0]
+	if len(r.Beams) != 4 {
+		t.Fatalf("%d candidates, want 4", len(r.Beams))
+	}
+	m, err := e.Grammars().Matcher(grammar.Spec{Schema: []byte(sameTextSchema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range r.Beams {
+		s := m.Start()
+		for _, tok := range h.Tokens {
+			var ok bool
+			if s, ok = m.Advance(s, tok); !ok {
+				t.Fatalf("candidate %q leaves the grammar at token %d", h.Text, tok)
+			}
+		}
+	}
+	if r.Finish == sluice.FinishStop {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(r.Completion))
+		if err != nil {
+			t.Fatalf("%q: %v", r.Completion, err)
+		}
+		if err := compileSchema(t, sameTextSchema).Validate(inst); err != nil {
+			t.Errorf("%q: %v", r.Completion, err)
+		}
+	}
+}
