@@ -56,6 +56,9 @@ type job struct {
 	// toolCall: the output is a forced tool call, returned as the
 	// message's tool_calls (finish_reason tool_calls), not as content.
 	toolCall bool
+	// toolAuto is the call syntax the output is read with under
+	// tool_choice auto ("" otherwise): calls found become tool_calls.
+	toolAuto string
 }
 
 // event is a piece of one choice's output, in order; the last has final set.
@@ -493,7 +496,11 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	}
 	p.stopTokens = s.chatIDs
 	p.stops = append(p.stops, s.chatTxt...)
-	return &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p, toolCall: plan != nil && plan.forced}, nil
+	j := &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}
+	if plan != nil {
+		j.toolCall, j.toolAuto = plan.forced, plan.auto
+	}
+	return j, nil
 }
 
 // run submits every choice of j and writes the response.
@@ -754,6 +761,12 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		for i := range total {
 			text := texts[i].String()
 			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			if j.toolAuto != "" && finish[i] == sluice.FinishStop {
+				if content, calls := parseCalls(j.toolAuto, text); len(calls) > 0 {
+					c.Message = &ChatMessageOut{Role: "assistant", Content: content, ToolCalls: calls}
+					c.FinishReason = finishPtr("tool_calls")
+				}
+			}
 			if j.toolCall && finish[i] == sluice.FinishStop {
 				call, err := toolCall(text)
 				if err != nil {
@@ -856,6 +869,38 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			send(struct {
 				Error *apiError `json:"error"`
 			}{ev.err})
+			continue
+		}
+		if j.toolAuto != "" {
+			// Under auto the text may be calls: it is held until the
+			// choice ends, then sent as content or as tool_calls deltas.
+			calls[ev.index].WriteString(ev.text)
+			if !begun[ev.index] {
+				send(chunk(ev.index, "", nil, ""))
+			}
+			if !ev.final {
+				continue
+			}
+			ntok += ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
+			text := calls[ev.index].String()
+			content, found := parseCalls(j.toolAuto, text)
+			if ev.finish != sluice.FinishStop || len(found) == 0 {
+				if text != "" {
+					send(chunk(ev.index, text, nil, ""))
+				}
+				send(chunk(ev.index, "", nil, ev.finish))
+				continue
+			}
+			if content != nil {
+				send(chunk(ev.index, *content, nil, ""))
+			}
+			for k := range found {
+				found[k].Index = &k
+				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+			}
+			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
 		}
 		if j.toolCall {

@@ -70,8 +70,11 @@
 // message.tool_calls (id, function.name, function.arguments as a JSON
 // string) with finish_reason tool_calls, or in a stream as one
 // delta.tool_calls chunk when the call is complete. "none" generates text
-// without the tools. "auto", which needs the template's own call syntax
-// parsed back, is a 400 naming the choices that work.
+// without the tools. "auto" (the default with tools) lets the model write
+// text or calls in its template family's syntax, Hermes/Qwen
+// <tool_call>{...}</tool_call> or Llama 3's {"name", "parameters"}, read
+// back when the choice ends (so a stream holds its text until then); with a
+// template that defines neither it is a 400 naming the choices that work.
 //
 // # Errors and limits
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/grammar"
 )
@@ -44,17 +45,38 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // toolPlan is how a chat request's tools are used: rendered (the template's
 // tools variable) and, when a call is forced, the grammar of the call.
 type toolPlan struct {
-	render []any // decoded "tools", for the template; nil under "none"
-	forced bool  // the output is a call: {"name": ..., "arguments": {...}}
+	render []any  // decoded "tools", for the template; nil under "none"
+	forced bool   // the output is a call: {"name": ..., "arguments": {...}}
+	auto   string // "auto": the template's call syntax to parse the output with
+}
+
+// Call syntaxes of template families, for tool_choice "auto".
+const (
+	syntaxHermes = "hermes" // Hermes, Qwen: <tool_call>{"name", "arguments"}</tool_call>
+	syntaxLlama3 = "llama3" // Llama 3.x: {"name", "parameters"} (after <|python_tag|>)
+)
+
+// callSyntax is the call syntax the chat template's family defines, or ""
+// when it defines none this server reads.
+func callSyntax(src string) string {
+	switch {
+	case strings.Contains(src, "<tool_call>"):
+		return syntaxHermes
+	case strings.Contains(src, "<|python_tag|>") || strings.Contains(src, "ipython") && strings.Contains(src, `"parameters"`):
+		return syntaxLlama3
+	}
+	return ""
 }
 
 // tools reads "tools" and "tool_choice". "none" generates text without the
 // tools; "required" and a named function are forced by a grammar (one call
 // object whose name is one of the allowed functions and whose arguments
 // follow that function's parameters schema), on any model and template;
-// "auto" needs the template's own call syntax parsed back, which is not
-// implemented: it is a 400 naming the choices that work. A function whose
-// parameters the engine cannot enforce is a 400 naming it.
+// "auto" lets the model write text or calls in its template family's own
+// syntax (Hermes/Qwen <tool_call>, Llama 3 JSON), parsed back when the
+// choice ends: with a template that defines no syntax this server reads it
+// is a 400 naming the choices that work. A function whose parameters the
+// engine cannot enforce is a 400 naming it.
 func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 	raw := bytes.TrimSpace(req.Tools)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte("[]")) {
@@ -111,7 +133,14 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 	case "none":
 		return nil, nil
 	case "auto":
-		return nil, badRequest("tool_choice", "'tool_choice' \"auto\" (the default when 'tools' are given) is not supported by this server yet: set it to \"required\", a function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or \"none\".")
+		syn := callSyntax(s.chat.Template().Source)
+		if syn == "" {
+			return nil, badRequest("tool_choice", "'tool_choice' \"auto\" (the default when 'tools' are given) needs a chat template whose family defines a tool-call syntax (Hermes/Qwen <tool_call>, Llama 3 JSON), and %s defines none: set it to \"required\", a function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or \"none\".", s.chat.Template().Name)
+		}
+		if p.n > 1 || p.bestOf > 0 {
+			return nil, badRequest("tool_choice", "Tool calls are read back once per request: 'n' and 'best_of' must be 1.")
+		}
+		return &toolPlan{render: render, auto: syn}, nil
 	case "required", "function":
 	default:
 		return nil, badRequest("tool_choice", "Invalid 'tool_choice' %q: expected \"none\", \"auto\", \"required\" or a function.", choice)
@@ -149,6 +178,70 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 	}
 	p.grammar = sp
 	return &toolPlan{render: render, forced: true}, nil
+}
+
+// parseCalls reads the calls a choice wrote in the template family's
+// syntax: the text before the first call is the message's content (nil
+// when blank). No calls: the text is plain content.
+func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
+	switch syntax {
+	case syntaxHermes:
+		rest := text
+		first := strings.Index(rest, "<tool_call>")
+		if first < 0 {
+			return &text, nil
+		}
+		for {
+			i := strings.Index(rest, "<tool_call>")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len("<tool_call>"):]
+			j := strings.Index(rest, "</tool_call>")
+			body := rest
+			if j >= 0 {
+				body, rest = rest[:j], rest[j+len("</tool_call>"):]
+			} else {
+				rest = ""
+			}
+			c, err := toolCall(strings.TrimSpace(body))
+			if err != nil {
+				return &text, nil // not a call after all: the text as written
+			}
+			calls = append(calls, c)
+		}
+		if pre := strings.TrimSpace(text[:first]); pre != "" {
+			content = &pre
+		}
+		return content, calls
+	case syntaxLlama3:
+		body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text), "<|python_tag|>"))
+		if !strings.HasPrefix(body, "{") {
+			return &text, nil
+		}
+		var raw struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+			Arguments  json.RawMessage `json:"arguments"`
+		}
+		if json.Unmarshal([]byte(body), &raw) != nil || raw.Name == "" {
+			return &text, nil
+		}
+		args := raw.Parameters
+		if len(args) == 0 {
+			args = raw.Arguments
+		}
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		b, _ := json.Marshal(map[string]any{"name": raw.Name, "arguments": args})
+		c, err := toolCall(string(b))
+		if err != nil {
+			return &text, nil
+		}
+		return nil, []ToolCall{c}
+	}
+	return &text, nil
 }
 
 // toolCall reads a forced call's output back: {"name", "arguments"} into

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -161,5 +162,84 @@ func TestToolCallsBadInput(t *testing.T) {
 	code, body := f.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"tools":[`+tool+`],"tool_choice":"none"}`)
 	if code != 200 || strings.Contains(body, "tool_calls") {
 		t.Errorf("none: %d %s", code, body)
+	}
+}
+
+// Template families with a call syntax, for tool_choice auto: a
+// Hermes/Qwen-style template and a Llama-3-style one, written for the test.
+const (
+	hermesTemplate = `{%- if tools %}<|im_start|>system
+You may call functions. <tools>{% for t in tools %}{{ t.function.name }} {% endfor %}</tools>
+Call one as <tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>
+{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}</tool_call>{% endfor %}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+	llama3Template = `{%- for m in messages %}<|start_header_id|>{% if m.role == 'tool' %}ipython{% else %}{{ m.role }}{% endif %}<|end_header_id|>
+
+{% if m.tool_calls %}<|python_tag|>{"name": "{{ m.tool_calls[0].function.name }}", "parameters": {{ m.tool_calls[0].function.arguments }}}{% else %}{{ m.content }}{% endif %}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %}`
+)
+
+// tool_choice auto on the two families: what the model writes in its
+// template's call syntax (held to it here by a grammar, since stories260K
+// never learned one) comes back as tool_calls with finish_reason
+// tool_calls, streamed and not; text without a call is content.
+func TestToolCallsAuto(t *testing.T) {
+	l := enginetest.Stories(t, 1)
+	for _, fam := range []struct {
+		name, tmpl, gbnf, plain string
+	}{
+		{"hermes", hermesTemplate, `root ::= "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [A-Z] [a-z]{2,6} "\", \"unit\": \"c\"}}\n</tool_call>"`, `root ::= "It is sunny."`},
+		{"llama3", llama3Template, `root ::= "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"" [A-Z] [a-z]{2,6} "\", \"unit\": \"f\"}}"`, `root ::= "It is sunny."`},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			tmpl, err := chat.Parse(fam.name, fam.tmpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t, server.Options{Engine: enginetest.Plain(t, l, 0, 0), Chat: tmpl})
+			ctx := context.Background()
+			p := chatParams(openai.UserMessage("What is the weather in Paris?"))
+			p.Tools, p.MaxCompletionTokens = toolsParam(t), openai.Int(120)
+			r, err := f.client.Chat.Completions.New(ctx, p, option.WithJSONSet("grammar", fam.gbnf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Choices[0]
+			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+				t.Fatalf("%+v", c)
+			}
+			tc := c.Message.ToolCalls[0]
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.Function.Arguments))
+			if err != nil || tc.Function.Name != "get_weather" {
+				t.Fatalf("call %+v: %v", tc, err)
+			}
+			if err := validator(t, weatherParams).Validate(inst); err != nil {
+				t.Errorf("arguments %s: %v", tc.Function.Arguments, err)
+			}
+			if fam.name == "hermes" && c.Message.Content != "Let me check." {
+				t.Errorf("content before the call: %q", c.Message.Content)
+			}
+			st := f.client.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("grammar", fam.gbnf))
+			var acc openai.ChatCompletionAccumulator
+			for st.Next() {
+				acc.AddChunk(st.Current())
+			}
+			if err := st.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if sc := acc.Choices[0]; sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != tc.Function.Arguments {
+				t.Errorf("streamed: %+v", sc)
+			}
+			r, err = f.client.Chat.Completions.New(ctx, p, option.WithJSONSet("grammar", fam.plain))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := r.Choices[0]; c.FinishReason != "stop" || c.Message.Content != "It is sunny." || len(c.Message.ToolCalls) != 0 {
+				t.Errorf("text without a call: %+v", c)
+			}
+		})
 	}
 }

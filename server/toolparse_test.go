@@ -1,0 +1,64 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// parseCalls on each family's syntax: several Hermes calls, text before
+// them, malformed calls left as text, Llama 3's parameters.
+func TestParseCalls(t *testing.T) {
+	for _, c := range []struct {
+		syntax, text, content string
+		names                 []string
+		args                  []string
+	}{
+		{syntaxHermes, `<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call><tool_call>{"name":"b","arguments":{}}</tool_call>`, "", []string{"a", "b"}, []string{`{"x":1}`, `{}`}},
+		{syntaxHermes, "Sure.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"y\": [1, 2]}}\n</tool_call>", "Sure.", []string{"a"}, []string{`{"y":[1,2]}`}},
+		{syntaxHermes, `<tool_call>{"name": "a", "arguments": {"x": 1}}`, "", []string{"a"}, []string{`{"x":1}`}}, // cut before the closing tag
+		{syntaxHermes, `<tool_call>not json</tool_call>`, `<tool_call>not json</tool_call>`, nil, nil},
+		{syntaxHermes, `just text`, `just text`, nil, nil},
+		{syntaxLlama3, `<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, "", []string{"a"}, []string{`{"q":"z"}`}},
+		{syntaxLlama3, ` {"name": "a", "arguments": {"q": 1}}`, "", []string{"a"}, []string{`{"q":1}`}},
+		{syntaxLlama3, `{"no": "name"}`, `{"no": "name"}`, nil, nil},
+	} {
+		content, calls := parseCalls(c.syntax, c.text)
+		got := ""
+		if content != nil {
+			got = *content
+		}
+		if got != c.content || len(calls) != len(c.names) {
+			t.Errorf("%s %q: content %q, %d calls; want %q, %d", c.syntax, c.text, got, len(calls), c.content, len(c.names))
+			continue
+		}
+		for i, call := range calls {
+			if call.Function.Name != c.names[i] || call.Function.Arguments != c.args[i] || call.Type != "function" || len(call.ID) < 10 {
+				t.Errorf("%s %q: call %d = %+v", c.syntax, c.text, i, call)
+			}
+		}
+	}
+}
+
+// FuzzParseCalls: any text, either syntax: no panic, and every call read
+// back has a name and arguments that are compact JSON.
+func FuzzParseCalls(f *testing.F) {
+	f.Add(`<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>`, true)
+	f.Add("Sure.\n<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", true)
+	f.Add(`<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, false)
+	f.Add(`{"name": 3, "parameters": []}`, false)
+	f.Fuzz(func(t *testing.T, text string, hermes bool) {
+		syntax := syntaxLlama3
+		if hermes {
+			syntax = syntaxHermes
+		}
+		content, calls := parseCalls(syntax, text)
+		if len(calls) == 0 && (content == nil || *content != text) {
+			t.Fatalf("no calls, content %v: want the text as written", content)
+		}
+		for _, c := range calls {
+			if !json.Valid([]byte(c.Function.Arguments)) {
+				t.Fatalf("call %+v: arguments are not JSON", c)
+			}
+		}
+	})
+}
