@@ -59,6 +59,8 @@ type job struct {
 	// toolAuto is the call syntax the output is read with under
 	// tool_choice auto ("" otherwise): calls found become tool_calls.
 	toolAuto string
+	// oneCall: parallel_tool_calls false, so a turn keeps its first call.
+	oneCall bool
 }
 
 // event is a piece of one choice's output, in order; the last has final set.
@@ -499,8 +501,19 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	j := &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}
 	if plan != nil {
 		j.toolCall, j.toolAuto = plan.forced, plan.auto
+		j.oneCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	}
 	return j, nil
+}
+
+// calls reads the tool calls of a choice's text under tool_choice auto;
+// with parallel_tool_calls false only the first is kept.
+func (j *job) calls(text string) (*string, []ToolCall) {
+	content, calls := parseCalls(j.toolAuto, text)
+	if j.oneCall && len(calls) > 1 {
+		calls = calls[:1]
+	}
+	return content, calls
 }
 
 // run submits every choice of j and writes the response.
@@ -762,7 +775,7 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 			text := texts[i].String()
 			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
 			if j.toolAuto != "" && finish[i] == sluice.FinishStop {
-				if content, calls := parseCalls(j.toolAuto, text); len(calls) > 0 {
+				if content, calls := j.calls(text); len(calls) > 0 {
 					c.Message = &ChatMessageOut{Role: "assistant", Content: content, ToolCalls: calls}
 					c.FinishReason = finishPtr("tool_calls")
 				}
@@ -884,7 +897,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			ntok += ev.ntok
 			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
 			text := calls[ev.index].String()
-			content, found := parseCalls(j.toolAuto, text)
+			content, found := j.calls(text)
 			if ev.finish != sluice.FinishStop || len(found) == 0 {
 				if text != "" {
 					send(chunk(ev.index, text, nil, ""))

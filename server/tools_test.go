@@ -233,6 +233,28 @@ func TestToolCallsAuto(t *testing.T) {
 			if sc := acc.Choices[0]; sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != tc.Function.Arguments {
 				t.Errorf("streamed: %+v", sc)
 			}
+			if fam.name == "hermes" {
+				// Two calls; parallel_tool_calls false keeps the first.
+				two := `root ::= "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"Europe/Paris\"}}</tool_call><tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}</tool_call>"`
+				long := p
+				long.MaxCompletionTokens = openai.Int(400)
+				r, err := f.client.Chat.Completions.New(ctx, long, option.WithJSONSet("grammar", two))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc := r.Choices[0].Message.ToolCalls; len(tc) != 2 || tc[0].Function.Name != "get_time" || tc[1].Function.Name != "get_weather" {
+					t.Errorf("two calls: %+v", tc)
+				}
+				one := long
+				one.ParallelToolCalls = openai.Bool(false)
+				r, err = f.client.Chat.Completions.New(ctx, one, option.WithJSONSet("grammar", two))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc := r.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Name != "get_time" {
+					t.Errorf("parallel_tool_calls false: %+v", tc)
+				}
+			}
 			r, err = f.client.Chat.Completions.New(ctx, p, option.WithJSONSet("grammar", fam.plain))
 			if err != nil {
 				t.Fatal(err)
