@@ -72,7 +72,8 @@
 // delta.tool_calls chunk when the call is complete. "none" generates text
 // without the tools. "auto" (the default with tools) lets the model write
 // text or calls in its template family's syntax, Hermes/Qwen
-// <tool_call>{...}</tool_call> or Llama 3's {"name", "parameters"}, read
+// <tool_call>{...}</tool_call>, Llama 3's {"name", "parameters"} or
+// Mistral's [TOOL_CALLS][...], read
 // back when the choice ends (so a stream holds its text until then); with a
 // template that defines neither it is a 400 naming the choices that work.
 //

@@ -21,6 +21,10 @@ func TestParseCalls(t *testing.T) {
 		{syntaxLlama3, `<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, "", []string{"a"}, []string{`{"q":"z"}`}},
 		{syntaxLlama3, ` {"name": "a", "arguments": {"q": 1}}`, "", []string{"a"}, []string{`{"q":1}`}},
 		{syntaxLlama3, `{"no": "name"}`, `{"no": "name"}`, nil, nil},
+		{syntaxMistral, `[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]`, "", []string{"a", "b"}, []string{`{"x":1}`, `{}`}},
+		{syntaxMistral, `Checking. [TOOL_CALLS] [{"name": "a", "arguments": {"x": "y"}}]`, "Checking.", []string{"a"}, []string{`{"x":"y"}`}},
+		{syntaxMistral, `[TOOL_CALLS][{"name": "a"`, `[TOOL_CALLS][{"name": "a"`, nil, nil},
+		{syntaxMistral, `[TOOL_CALLS][{"arguments": {}}]`, `[TOOL_CALLS][{"arguments": {}}]`, nil, nil},
 	} {
 		content, calls := parseCalls(c.syntax, c.text)
 		got := ""
@@ -42,15 +46,13 @@ func TestParseCalls(t *testing.T) {
 // FuzzParseCalls: any text, either syntax: no panic, and every call read
 // back has a name and arguments that are compact JSON.
 func FuzzParseCalls(f *testing.F) {
-	f.Add(`<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>`, true)
-	f.Add("Sure.\n<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", true)
-	f.Add(`<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, false)
-	f.Add(`{"name": 3, "parameters": []}`, false)
-	f.Fuzz(func(t *testing.T, text string, hermes bool) {
-		syntax := syntaxLlama3
-		if hermes {
-			syntax = syntaxHermes
-		}
+	f.Add(`<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>`, uint8(0))
+	f.Add("Sure.\n<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", uint8(0))
+	f.Add(`<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, uint8(1))
+	f.Add(`{"name": 3, "parameters": []}`, uint8(1))
+	f.Add(`[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}]`, uint8(2))
+	f.Fuzz(func(t *testing.T, text string, which uint8) {
+		syntax := []string{syntaxHermes, syntaxLlama3, syntaxMistral}[which%3]
 		content, calls := parseCalls(syntax, text)
 		if len(calls) == 0 && (content == nil || *content != text) {
 			t.Fatalf("no calls, content %v: want the text as written", content)

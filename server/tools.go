@@ -52,8 +52,9 @@ type toolPlan struct {
 
 // Call syntaxes of template families, for tool_choice "auto".
 const (
-	syntaxHermes = "hermes" // Hermes, Qwen: <tool_call>{"name", "arguments"}</tool_call>
-	syntaxLlama3 = "llama3" // Llama 3.x: {"name", "parameters"} (after <|python_tag|>)
+	syntaxHermes  = "hermes"  // Hermes, Qwen: <tool_call>{"name", "arguments"}</tool_call>
+	syntaxLlama3  = "llama3"  // Llama 3.x: {"name", "parameters"} (after <|python_tag|>)
+	syntaxMistral = "mistral" // Mistral: [TOOL_CALLS][{"name", "arguments"}, ...]
 )
 
 // callSyntax is the call syntax the chat template's family defines, or ""
@@ -62,6 +63,8 @@ func callSyntax(src string) string {
 	switch {
 	case strings.Contains(src, "<tool_call>"):
 		return syntaxHermes
+	case strings.Contains(src, "[TOOL_CALLS]"):
+		return syntaxMistral
 	case strings.Contains(src, "<|python_tag|>") || strings.Contains(src, "ipython") && strings.Contains(src, `"parameters"`):
 		return syntaxLlama3
 	}
@@ -73,7 +76,8 @@ func callSyntax(src string) string {
 // object whose name is one of the allowed functions and whose arguments
 // follow that function's parameters schema), on any model and template;
 // "auto" lets the model write text or calls in its template family's own
-// syntax (Hermes/Qwen <tool_call>, Llama 3 JSON), parsed back when the
+// syntax (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]),
+// parsed back when the
 // choice ends: with a template that defines no syntax this server reads it
 // is a 400 naming the choices that work. A function whose parameters the
 // engine cannot enforce is a 400 naming it.
@@ -135,7 +139,7 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 	case "auto":
 		syn := callSyntax(s.chat.Template().Source)
 		if syn == "" {
-			return nil, badRequest("tool_choice", "'tool_choice' \"auto\" (the default when 'tools' are given) needs a chat template whose family defines a tool-call syntax (Hermes/Qwen <tool_call>, Llama 3 JSON), and %s defines none: set it to \"required\", a function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or \"none\".", s.chat.Template().Name)
+			return nil, badRequest("tool_choice", "'tool_choice' \"auto\" (the default when 'tools' are given) needs a chat template whose family defines a tool-call syntax (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]), and %s defines none: set it to \"required\", a function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or \"none\".", s.chat.Template().Name)
 		}
 		if p.n > 1 || p.bestOf > 0 {
 			return nil, badRequest("tool_choice", "Tool calls are read back once per request: 'n' and 'best_of' must be 1.")
@@ -211,6 +215,26 @@ func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 			calls = append(calls, c)
 		}
 		if pre := strings.TrimSpace(text[:first]); pre != "" {
+			content = &pre
+		}
+		return content, calls
+	case syntaxMistral:
+		i := strings.Index(text, "[TOOL_CALLS]")
+		if i < 0 {
+			return &text, nil
+		}
+		var list []json.RawMessage
+		if json.Unmarshal([]byte(strings.TrimSpace(text[i+len("[TOOL_CALLS]"):])), &list) != nil || len(list) == 0 {
+			return &text, nil
+		}
+		for _, raw := range list {
+			c, err := toolCall(string(raw))
+			if err != nil || c.Function.Name == "" {
+				return &text, nil
+			}
+			calls = append(calls, c)
+		}
+		if pre := strings.TrimSpace(text[:i]); pre != "" {
 			content = &pre
 		}
 		return content, calls

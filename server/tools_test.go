@@ -165,8 +165,8 @@ func TestToolCallsBadInput(t *testing.T) {
 	}
 }
 
-// Template families with a call syntax, for tool_choice auto: a
-// Hermes/Qwen-style template and a Llama-3-style one, written for the test.
+// Template families with a call syntax, for tool_choice auto: Hermes/Qwen,
+// Llama 3 and Mistral style templates, written for the test.
 const (
 	hermesTemplate = `{%- if tools %}<|im_start|>system
 You may call functions. <tools>{% for t in tools %}{{ t.function.name }} {% endfor %}</tools>
@@ -180,9 +180,10 @@ Call one as <tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>
 {% if m.tool_calls %}<|python_tag|>{"name": "{{ m.tool_calls[0].function.name }}", "parameters": {{ m.tool_calls[0].function.arguments }}}{% else %}{{ m.content }}{% endif %}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
 
 {% endif %}`
+	mistralTemplate = `{%- for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }} [/INST]{% elif m.tool_calls %}[TOOL_CALLS][{"name": "{{ m.tool_calls[0].function.name }}", "arguments": {{ m.tool_calls[0].function.arguments }}}]</s>{% else %}{{ m.content }}</s>{% endif %}{% endfor %}`
 )
 
-// tool_choice auto on the two families: what the model writes in its
+// tool_choice auto on the three families: what the model writes in its
 // template's call syntax (held to it here by a grammar, since stories260K
 // never learned one) comes back as tool_calls with finish_reason
 // tool_calls, streamed and not; text without a call is content.
@@ -192,6 +193,7 @@ func TestToolCallsAuto(t *testing.T) {
 		name, tmpl, gbnf, plain string
 	}{
 		{"hermes", hermesTemplate, `root ::= "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [A-Z] [a-z]{2,6} "\", \"unit\": \"c\"}}\n</tool_call>"`, `root ::= "It is sunny."`},
+		{"mistral", mistralTemplate, `root ::= "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [A-Z] [a-z]{2,6} "\", \"unit\": \"c\"}}]"`, `root ::= "It is sunny."`},
 		{"llama3", llama3Template, `root ::= "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"" [A-Z] [a-z]{2,6} "\", \"unit\": \"f\"}}"`, `root ::= "It is sunny."`},
 	} {
 		t.Run(fam.name, func(t *testing.T) {
