@@ -256,8 +256,10 @@ func (s *Stats) add(d time.Duration) {
 	s.nanos.Add(int64(d))
 }
 
-// Rows and Time are the rows masked so far and the time spent on them.
-func (s *Stats) Rows() int64         { return s.rows.Load() }
+// Rows is the number of rows masked so far.
+func (s *Stats) Rows() int64 { return s.rows.Load() }
+
+// Time is the time spent masking them.
 func (s *Stats) Time() time.Duration { return time.Duration(s.nanos.Load()) }
 
 // Spec is a constraint as a request carries it: a JSON Schema or a GBNF
@@ -292,26 +294,34 @@ func (s Spec) key() string {
 // Cache is one engine's matchers: the model's Vocab, built on first use,
 // and a Matcher per grammar (keyed by the schema's or grammar's bytes), so
 // every request with the same constraint shares one matcher and its mask
-// caches. Safe for concurrent use.
+// caches. It holds at most maxMatchers, dropping the least recently used
+// (each may hold up to a few hundred MiB of masks on a large vocabulary, so
+// a server that sees many distinct schemas stays bounded). Safe for
+// concurrent use.
 type Cache struct {
 	tok  tokenizer.Tokenizer
 	once sync.Once
 	v    *Vocab
 
-	mu sync.Mutex
-	m  map[string]*Matcher
+	mu   sync.Mutex
+	m    map[string]*cached
+	tick uint64
 
 	// Stats is what every processor made from this cache spent masking.
 	Stats Stats
 }
 
-// maxMatchers bounds a cache; past it the matchers are dropped (each holds
-// up to maxCacheBytes of masks) and rebuilt on use.
-const maxMatchers = 32
+type cached struct {
+	m    *Matcher
+	used uint64
+}
+
+// maxMatchers bounds a cache.
+const maxMatchers = 8
 
 // NewCache returns an empty cache over tok's vocabulary.
 func NewCache(tok tokenizer.Tokenizer) *Cache {
-	return &Cache{tok: tok, m: map[string]*Matcher{}}
+	return &Cache{tok: tok, m: map[string]*cached{}}
 }
 
 // Vocab returns the vocabulary, built on the first call.
@@ -325,25 +335,36 @@ func (c *Cache) Vocab() *Vocab {
 func (c *Cache) Matcher(spec Spec) (*Matcher, error) {
 	k := spec.key()
 	c.mu.Lock()
-	m := c.m[k]
-	c.mu.Unlock()
-	if m != nil {
-		return m, nil
+	if e := c.m[k]; e != nil {
+		c.tick++
+		e.used = c.tick
+		c.mu.Unlock()
+		return e.m, nil
 	}
+	c.mu.Unlock()
 	g, err := spec.Compile()
 	if err != nil {
 		return nil, err
 	}
-	m = NewMatcher(g, c.Vocab())
+	m := NewMatcher(g, c.Vocab())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if o := c.m[k]; o != nil {
-		return o, nil
+	c.tick++
+	if e := c.m[k]; e != nil {
+		e.used = c.tick
+		return e.m, nil
 	}
 	if len(c.m) >= maxMatchers {
-		clear(c.m)
+		var oldest string
+		var at uint64
+		for key, e := range c.m {
+			if oldest == "" || e.used < at {
+				oldest, at = key, e.used
+			}
+		}
+		delete(c.m, oldest)
 	}
-	c.m[k] = m
+	c.m[k] = &cached{m: m, used: c.tick}
 	return m, nil
 }
 

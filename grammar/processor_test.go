@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -231,4 +232,33 @@ func BenchmarkProcessorState(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hist)), "ns/position")
 	})
+}
+
+// The cache shares one matcher per spec and drops the least recently used
+// past maxMatchers.
+func TestCacheMatchers(t *testing.T) {
+	c := &Cache{m: map[string]*cached{}}
+	c.once.Do(func() { c.v = testVocab(1, 300) })
+	spec := func(i int) Spec { return Spec{GBNF: fmt.Sprintf(`root ::= "%d"`, i)} }
+	first, err := c.Matcher(spec(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < maxMatchers+3; i++ {
+		if _, err := c.Matcher(spec(i)); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := c.Matcher(spec(0)); again != first {
+			t.Fatalf("spec 0 was dropped while in use (after %d others)", i)
+		}
+	}
+	if len(c.m) != maxMatchers {
+		t.Errorf("%d matchers cached, want %d", len(c.m), maxMatchers)
+	}
+	if _, err := c.Matcher(Spec{GBNF: "root ::= [a-"}); err == nil {
+		t.Errorf("a bad grammar compiled")
+	}
+	if _, err := c.Matcher(Spec{}); err == nil {
+		t.Errorf("an empty spec compiled")
+	}
 }
