@@ -845,6 +845,8 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	total := len(j.prompts) * j.p.n
 	begun := make([]bool, total)
 	calls := make([]strings.Builder, total)
+	sent := make([]int, total) // bytes of calls[i] sent as content (tool_choice auto)
+	autoHold := make([]holdState, total)
 	ntok, cached := 0, make([]int, len(j.prompts))
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
@@ -885,28 +887,31 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			continue
 		}
 		if j.toolAuto != "" {
-			// Under auto the text may be calls: it is held until the
-			// choice ends, then sent as content or as tool_calls deltas.
+			// Under auto the text streams as content up to where a call
+			// may begin (callStart); from there it is held until the
+			// choice ends, then sent as tool_calls deltas (or as content,
+			// when it holds no call after all).
 			calls[ev.index].WriteString(ev.text)
 			if !begun[ev.index] {
 				send(chunk(ev.index, "", nil, ""))
 			}
+			text := calls[ev.index].String()
 			if !ev.final {
+				if upto := callStart(j.toolAuto, text, &autoHold[ev.index]); upto > sent[ev.index] {
+					send(chunk(ev.index, text[sent[ev.index]:upto], nil, ""))
+					sent[ev.index] = upto
+				}
 				continue
 			}
 			ntok += ev.ntok
 			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
-			text := calls[ev.index].String()
-			content, found := j.calls(text)
+			_, found := j.calls(text)
 			if ev.finish != sluice.FinishStop || len(found) == 0 {
-				if text != "" {
-					send(chunk(ev.index, text, nil, ""))
+				if rest := text[sent[ev.index]:]; rest != "" {
+					send(chunk(ev.index, rest, nil, ""))
 				}
 				send(chunk(ev.index, "", nil, ev.finish))
 				continue
-			}
-			if content != nil {
-				send(chunk(ev.index, *content, nil, ""))
 			}
 			for k := range found {
 				found[k].Index = &k

@@ -74,7 +74,8 @@
 // text or calls in its template family's syntax, Hermes/Qwen
 // <tool_call>{...}</tool_call>, Llama 3's {"name", "parameters"} or
 // Mistral's [TOOL_CALLS][...], read
-// back when the choice ends (so a stream holds its text until then); with a
+// back when the choice ends (a stream sends text as content up to where a
+// call may begin, and holds the rest until then); with a
 // template that defines neither it is a 400 naming the choices that work.
 //
 // # Errors and limits

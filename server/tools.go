@@ -185,8 +185,8 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 }
 
 // parseCalls reads the calls a choice wrote in the template family's
-// syntax: the text before the first call is the message's content (nil
-// when blank). No calls: the text is plain content.
+// syntax: the text before the first call, as written, is the message's
+// content (nil when blank), as a stream sends it. No calls: the text is plain content.
 func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 	switch syntax {
 	case syntaxHermes:
@@ -214,7 +214,7 @@ func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 			}
 			calls = append(calls, c)
 		}
-		if pre := strings.TrimSpace(text[:first]); pre != "" {
+		if pre := text[:first]; strings.TrimSpace(pre) != "" {
 			content = &pre
 		}
 		return content, calls
@@ -234,7 +234,7 @@ func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 			}
 			calls = append(calls, c)
 		}
-		if pre := strings.TrimSpace(text[:i]); pre != "" {
+		if pre := text[:i]; strings.TrimSpace(pre) != "" {
 			content = &pre
 		}
 		return content, calls
@@ -266,6 +266,62 @@ func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 		return nil, []ToolCall{c}
 	}
 	return &text, nil
+}
+
+// holdState is where a streamed choice stands under tool_choice auto.
+type holdState struct {
+	holding bool // a call may have begun: hold the rest
+	plain   bool // Llama 3: the output began as text, so it holds no call
+}
+
+// callStart is how much of a streamed choice's text can be sent as content
+// now: all of it but what may begin a call (a marker, or a suffix that may
+// grow into one; for Llama 3, whose call is the whole output, anything
+// once it begins like one). Once a call may have begun it returns 0: what
+// came before was returned already.
+func callStart(syntax, text string, st *holdState) int {
+	if st.holding {
+		return 0
+	}
+	var marker string
+	switch syntax {
+	case syntaxHermes:
+		marker = "<tool_call>"
+	case syntaxMistral:
+		marker = "[TOOL_CALLS]"
+	case syntaxLlama3:
+		if st.plain {
+			return len(text)
+		}
+		const tag = "<|python_tag|>"
+		t := strings.TrimLeft(text, " \t\r\n")
+		switch {
+		case t == "" || strings.HasPrefix(tag, t):
+			return 0
+		case strings.HasPrefix(t, "{") || strings.HasPrefix(t, tag):
+			st.holding = true
+			return 0
+		}
+		st.plain = true
+		return len(text)
+	default:
+		return len(text)
+	}
+	upto := len(text)
+	if i := strings.Index(text, marker); i >= 0 {
+		st.holding, upto = true, i
+	} else {
+		for k := min(len(marker)-1, len(text)); k > 0; k-- {
+			if strings.HasSuffix(text, marker[:k]) {
+				upto = len(text) - k
+				break
+			}
+		}
+	}
+	if strings.TrimSpace(text[:upto]) == "" {
+		return 0 // blank text before a call is no content
+	}
+	return upto
 }
 
 // toolCall reads a forced call's output back: {"name", "arguments"} into

@@ -221,7 +221,7 @@ func TestToolCallsAuto(t *testing.T) {
 			if err := validator(t, weatherParams).Validate(inst); err != nil {
 				t.Errorf("arguments %s: %v", tc.Function.Arguments, err)
 			}
-			if fam.name == "hermes" && c.Message.Content != "Let me check." {
+			if fam.name == "hermes" && c.Message.Content != "Let me check. " {
 				t.Errorf("content before the call: %q", c.Message.Content)
 			}
 			st := f.client.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("grammar", fam.gbnf))
@@ -232,8 +232,8 @@ func TestToolCallsAuto(t *testing.T) {
 			if err := st.Err(); err != nil {
 				t.Fatal(err)
 			}
-			if sc := acc.Choices[0]; sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != tc.Function.Arguments {
-				t.Errorf("streamed: %+v", sc)
+			if sc := acc.Choices[0]; sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != tc.Function.Arguments || sc.Message.Content != c.Message.Content {
+				t.Errorf("streamed: %+v; not streamed: %+v", sc, c)
 			}
 			if fam.name == "hermes" {
 				// Two calls; parallel_tool_calls false keeps the first.
