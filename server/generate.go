@@ -781,12 +781,12 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 				}
 			}
 			if j.toolCall && finish[i] == sluice.FinishStop {
-				call, err := toolCall(text)
+				calls, err := forcedCalls(text)
 				if err != nil {
 					writeError(w, internalError(err))
 					return
 				}
-				c.Message = &ChatMessageOut{Role: "assistant", ToolCalls: []ToolCall{call}}
+				c.Message = &ChatMessageOut{Role: "assistant", ToolCalls: calls}
 				c.FinishReason = finishPtr("tool_calls")
 			}
 			if j.p.logprobs >= 0 {
@@ -922,8 +922,8 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			continue
 		}
 		if j.toolCall {
-			// A forced call streams as one tool_calls delta when it is
-			// complete (its arguments must parse), after the role chunk.
+			// Forced calls stream as tool_calls deltas when the turn is
+			// complete (their arguments must parse), after the role chunk.
 			calls[ev.index].WriteString(ev.text)
 			if !begun[ev.index] {
 				send(chunk(ev.index, "", nil, ""))
@@ -938,17 +938,18 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 				send(chunk(ev.index, "", nil, ev.finish))
 				continue
 			}
-			call, err := toolCall(calls[ev.index].String())
+			found, err := forcedCalls(calls[ev.index].String())
 			if err != nil {
 				send(struct {
 					Error *apiError `json:"error"`
 				}{internalError(err)})
 				continue
 			}
-			zero := 0
-			call.Index = &zero
-			send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
-				Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: []ToolCall{call}}}}})
+			for k := range found {
+				found[k].Index = &k
+				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+			}
 			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
 		}

@@ -65,11 +65,12 @@
 // tools (functions) on chat completions are given to the chat template as
 // its tools variable; assistant turns with tool_calls and tool turns with
 // tool_call_id go back to it as given. tool_choice "required" and a named
-// function force one call by a grammar, on any model: {"name", "arguments"}
-// with the arguments under the function's parameters schema, returned as
-// message.tool_calls (id, function.name, function.arguments as a JSON
-// string) with finish_reason tool_calls, or in a stream as one
-// delta.tool_calls chunk when the call is complete. "none" generates text
+// function force calls by a grammar, on any model: {"name", "arguments"}
+// with the arguments under the function's parameters schema (under
+// "required" with parallel_tool_calls, the default, an array of 1 to 4),
+// returned as message.tool_calls (id, function.name, function.arguments as
+// a JSON string) with finish_reason tool_calls, or in a stream as
+// delta.tool_calls chunks when the turn is complete. "none" generates text
 // without the tools. "auto" (the default with tools) lets the model write
 // text or calls in its template family's syntax, Hermes/Qwen
 // <tool_call>{...}</tool_call>, Llama 3's {"name", "parameters"} or

@@ -77,6 +77,7 @@ func FuzzParseCalls(f *testing.F) {
 	f.Add(`<|python_tag|>{"name": "a", "parameters": {"q": "z"}}`, uint8(1))
 	f.Add(`{"name": 3, "parameters": []}`, uint8(1))
 	f.Add(`[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}]`, uint8(2))
+	f.Add(`[{"name":"a","arguments":{"x":1}},{"name":"b","arguments":{}}]`, uint8(0))
 	f.Fuzz(func(t *testing.T, text string, which uint8) {
 		syntax := []string{syntaxHermes, syntaxLlama3, syntaxMistral}[which%3]
 		content, calls := parseCalls(syntax, text)
@@ -86,6 +87,13 @@ func FuzzParseCalls(f *testing.F) {
 		for _, c := range calls {
 			if !json.Valid([]byte(c.Function.Arguments)) {
 				t.Fatalf("call %+v: arguments are not JSON", c)
+			}
+		}
+		if forced, err := forcedCalls(text); err == nil {
+			for _, c := range forced {
+				if !json.Valid([]byte(c.Function.Arguments)) {
+					t.Fatalf("forced call %+v: arguments are not JSON", c)
+				}
 			}
 		}
 		// Streaming the text byte by byte sends a growing prefix as

@@ -40,6 +40,10 @@ type ToolFunction struct {
 	Arguments string `json:"arguments"`
 }
 
+// maxParallelCalls bounds the calls of one forced turn under "required"
+// with parallel_tool_calls.
+const maxParallelCalls = 4
+
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // toolPlan is how a chat request's tools are used: rendered (the template's
@@ -72,9 +76,11 @@ func callSyntax(src string) string {
 }
 
 // tools reads "tools" and "tool_choice". "none" generates text without the
-// tools; "required" and a named function are forced by a grammar (one call
+// tools; "required" and a named function are forced by a grammar (a call
 // object whose name is one of the allowed functions and whose arguments
-// follow that function's parameters schema), on any model and template;
+// follow that function's parameters schema; under "required" with
+// parallel_tool_calls, OpenAI's default, an array of 1 to 4 of them), on
+// any model and template;
 // "auto" lets the model write text or calls in its template family's own
 // syntax (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]),
 // parsed back when the
@@ -175,6 +181,11 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 	if len(branches) > 1 {
 		schema = append([]byte(`{"anyOf":[`), bytes.Join(branches, []byte(","))...)
 		schema = append(schema, "]}"...)
+	}
+	if named == "" && (req.ParallelToolCalls == nil || *req.ParallelToolCalls) {
+		// "required" with parallel calls (OpenAI's default): an array of
+		// 1 to maxParallelCalls calls.
+		schema = []byte(fmt.Sprintf(`{"type":"array","items":%s,"minItems":1,"maxItems":%d}`, schema, maxParallelCalls))
 	}
 	sp := &grammar.Spec{Schema: schema}
 	if _, err := s.eng.Grammars().Matcher(*sp); err != nil {
@@ -322,6 +333,32 @@ func callStart(syntax, text string, st *holdState) int {
 		return 0 // blank text before a call is no content
 	}
 	return upto
+}
+
+// forcedCalls reads a forced turn's output back: one call object, or an
+// array of them (tool_choice required with parallel calls).
+func forcedCalls(text string) ([]ToolCall, error) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "[") {
+		c, err := toolCall(t)
+		if err != nil {
+			return nil, err
+		}
+		return []ToolCall{c}, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(t), &list); err != nil {
+		return nil, fmt.Errorf("the forced tool calls are not a JSON array: %w", err)
+	}
+	var calls []ToolCall
+	for _, raw := range list {
+		c, err := toolCall(string(raw))
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
 }
 
 // toolCall reads a forced call's output back: {"name", "arguments"} into

@@ -8,6 +8,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -37,7 +38,8 @@ func toolsParam(t *testing.T) []openai.ChatCompletionToolUnionParam {
 }
 
 // Forced tool calls through the official client on stories260K at
-// temperature 0.8: tool_choice required (either function) and a named
+// temperature 0.8: tool_choice required (either function; 1 to 4 parallel
+// calls by default, one with parallel_tool_calls false) and a named
 // function, streamed and not, at 3 seeds; every call that completes names
 // an allowed function, comes back as message.tool_calls with finish_reason
 // tool_calls, and its arguments validate under the function's parameters.
@@ -71,16 +73,20 @@ func TestToolCallsForced(t *testing.T) {
 	calls := 0
 	for seed := range int64(3) {
 		for _, choice := range []struct {
-			name string
-			opt  openai.ChatCompletionToolChoiceOptionUnionParam
-			want string
+			name     string
+			opt      openai.ChatCompletionToolChoiceOptionUnionParam
+			want     string
+			parallel param.Opt[bool]
+			one      bool
 		}{
-			{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, ""},
-			{"named", openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_time"}), "get_time"},
+			{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, "", param.Opt[bool]{}, false},
+			{"required one", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, "", openai.Bool(false), true},
+			{"named", openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_time"}), "get_time", param.Opt[bool]{}, true},
 		} {
 			p := chatParams(openai.UserMessage("What is the weather in Paris?"))
 			p.Tools, p.ToolChoice = toolsParam(t), choice.opt
-			p.MaxCompletionTokens, p.Temperature, p.Seed = openai.Int(120), openai.Float(0.8), openai.Int(seed)
+			p.MaxCompletionTokens, p.Temperature, p.Seed = openai.Int(400), openai.Float(0.8), openai.Int(seed)
+			p.ParallelToolCalls = choice.parallel
 			r, err := f.client.Chat.Completions.New(ctx, p)
 			if err != nil {
 				t.Fatal(err)
@@ -90,14 +96,17 @@ func TestToolCallsForced(t *testing.T) {
 				t.Logf("%s seed %d: cut at max_tokens: %q", choice.name, seed, c.Message.Content)
 				continue
 			}
-			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+			// required: 1 to 4 parallel calls (OpenAI's default); named: one.
+			if n := len(c.Message.ToolCalls); c.FinishReason != "tool_calls" || n < 1 || n > 4 || choice.one && n != 1 {
 				t.Fatalf("%s: %+v", choice.name, c)
 			}
-			tc := c.Message.ToolCalls[0]
-			if !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" {
-				t.Errorf("%s: call %+v", choice.name, tc)
+			for _, tc := range c.Message.ToolCalls {
+				if !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" {
+					t.Errorf("%s: call %+v", choice.name, tc)
+				}
+				checkCall(choice.name, choice.want, tc.Function.Name, tc.Function.Arguments)
 			}
-			checkCall(choice.name, choice.want, tc.Function.Name, tc.Function.Arguments)
+			tc := c.Message.ToolCalls[0]
 			calls++
 
 			st := f.client.Chat.Completions.NewStreaming(ctx, p)
@@ -113,13 +122,15 @@ func TestToolCallsForced(t *testing.T) {
 				t.Fatal(err)
 			}
 			sc := acc.Choices[0]
-			if sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 {
+			if sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != len(c.Message.ToolCalls) {
 				t.Fatalf("%s streamed: %+v", choice.name, sc)
 			}
-			if got := sc.Message.ToolCalls[0].Function; got.Name != tc.Function.Name || got.Arguments != tc.Function.Arguments {
-				t.Errorf("%s: streamed call %+v, not streamed %+v", choice.name, got, tc.Function)
+			for k, want := range c.Message.ToolCalls {
+				if got := sc.Message.ToolCalls[k].Function; got.Name != want.Function.Name || got.Arguments != want.Function.Arguments {
+					t.Errorf("%s: streamed call %d %+v, not streamed %+v", choice.name, k, got, want.Function)
+				}
 			}
-			if len(finished) != 1 || finished[0].Arguments != tc.Function.Arguments {
+			if len(finished) == 0 || finished[0].Arguments != tc.Function.Arguments {
 				t.Errorf("%s: the accumulator finished %+v", choice.name, finished)
 			}
 
@@ -131,8 +142,8 @@ func TestToolCallsForced(t *testing.T) {
 			}
 		}
 	}
-	if calls < 3 {
-		t.Errorf("only %d of 6 forced calls completed", calls)
+	if calls < 5 {
+		t.Errorf("only %d of 9 forced turns completed", calls)
 	}
 }
 
