@@ -231,6 +231,18 @@ func (p *Processor) Process(logits []float32, history []int32) error {
 	return nil
 }
 
+// Forced returns the only token the grammar allows after history, when
+// there is one and the request has no end tokens of its own allowed there:
+// it needs no draw (jump-forward). ok is false otherwise, or when history
+// is off the grammar.
+func (p *Processor) Forced(history []int32) (tok int32, ok bool) {
+	n, err := p.node(history)
+	if err != nil || n.s.Ended() || len(p.ends) > 0 && p.m.CanEnd(n.s) {
+		return -1, false
+	}
+	return p.m.Forced(n.s)
+}
+
 // Allows reports whether tok may follow history: what a draft that was not
 // drawn from a processed distribution (prompt lookup) is cut by.
 func (p *Processor) Allows(history []int32, tok int32) (bool, error) {

@@ -112,6 +112,12 @@ func TestProcessorEnds(t *testing.T) {
 	if err != nil || !slices.Equal(l, []float32{inf, inf, 3, inf, 5}) {
 		t.Errorf("complete: %v, %v; want only the end tokens", l, err)
 	}
+	if tok, ok := p.Forced([]int32{9, 0}); !ok || tok != 1 {
+		t.Errorf("Forced after \"a\" = %d, %v; want 1 (\"b\")", tok, ok)
+	}
+	if _, ok := p.Forced([]int32{9, 0, 1}); ok {
+		t.Errorf("Forced where EOG and the request's own end token are both allowed")
+	}
 	if ok, err := p.Allows([]int32{9, 0, 1}, 4); !ok || err != nil {
 		t.Errorf("Allows(<end>) after the value = %v, %v", ok, err)
 	}

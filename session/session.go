@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -366,7 +367,30 @@ func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
 	if err != nil {
 		return -1, err
 	}
+	if tok, ok := s.forced(history); ok && int(tok) < len(logits) && logits[tok] == logits[tok] && !math.IsInf(float64(logits[tok]), -1) {
+		// The only token left (a finite logit: a NaN row still fails in
+		// the sampler): the sampler would draw it whatever its options
+		// and uniform (draws are keyed, so skipping one changes no
+		// other), so it needs no draw.
+		return tok, nil
+	}
 	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), s.sampleScratch())
+}
+
+// forced is the one token the request's grammar allows after history, if
+// there is one (the grammar is the last processor, so nothing after it
+// lets another token back in).
+func (s *Session) forced(history []int32) (int32, bool) {
+	if len(s.procs) == 0 {
+		return -1, false
+	}
+	f, ok := s.procs[len(s.procs)-1].(interface {
+		Forced([]int32) (int32, bool)
+	})
+	if !ok {
+		return -1, false
+	}
+	return f.Forced(history)
 }
 
 // Dist is the request's distribution after history (Process, then the
