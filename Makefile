@@ -133,6 +133,7 @@ fuzz:
 	$(call fuzz1,FuzzPrefixOps,kvcache,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzLoop,graph,$(FUZZX_SLOW))
 	$(call fuzz1,FuzzChatCompletions,server,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzParseCalls,server)
 	$(call fuzz1,FuzzParseGBNF,grammar)
 	$(call fuzz1,FuzzFromJSONSchema,grammar)
 	$(call fuzz1,FuzzMatcher,grammar,$(FUZZX_SLOW))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/graph"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
@@ -261,6 +262,7 @@ func New(l *model.Loaded, o Options) (*Engine, error) {
 	}
 	sess := p.SessionOptions()
 	sess.Context = so.Context
+	sess.Grammars = grammar.NewCache(l.Tokenizer)
 	if err := sess.Sampling.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: %s: %w", p.Source, err)
 	}
@@ -291,6 +293,13 @@ func (e *Engine) Encode(prompt string) []int32 {
 
 // Text renders tokens as llama2.c's run.c prints them (see session.Text).
 func (e *Engine) Text(tokens []int32) string { return session.Text(e.env.Tok, tokens) }
+
+// Grammars is the engine's grammar cache: the matcher of every schema and
+// grammar its requests carried (Request.Grammar), over the model's
+// vocabulary. A front end compiles a request's constraint through it to
+// refuse a bad one before submitting it (and warm the cache); its Stats
+// are the time spent masking.
+func (e *Engine) Grammars() *grammar.Cache { return e.env.Session.Grammars }
 
 // Draft is the draft model (nil without one).
 func (e *Engine) Draft() *model.Loaded { return e.env.Draft }

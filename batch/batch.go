@@ -12,6 +12,7 @@
 package batch
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -114,6 +115,13 @@ type Request struct {
 	Seed        *uint64
 	// Stop strings end the completion (cut before the first one found).
 	Stop []string
+	// Schema constrains the output to a JSON Schema's values
+	// ("response_format": json_object is {"type":"object"}, json_schema its
+	// "schema"); Grammar to a GBNF grammar's language (llama-server's
+	// "grammar"). At most one is set; the reader checks their shape, the
+	// engine compiles them (a schema it cannot enforce fails the line).
+	Schema  json.RawMessage
+	Grammar string
 	// Model is the body's "model", echoed in OpenAI output ("" if none).
 	Model string
 	// Adapter names the LoRA adapter to run the line with ("adapter", or

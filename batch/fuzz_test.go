@@ -20,6 +20,8 @@ func FuzzReader(f *testing.F) {
 		`{"custom_id": "a", "prompt": "x"}` + "\n" + `{"custom_id": "a", "prompt": "y"}`,
 		strings.Repeat("x", 300) + "\n" + `{"max_tokens": 1e3, "temperature": -0, "prompt": "\u00e9"}`,
 		`{"body": null, "url": 5, "messages": [{"role": "", "content": null}]}`,
+		`{"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}}}}` + "\n" + `{"prompt": "b", "grammar": "root ::= \"x\"", "response_format": {"type": "json_object", "schema": 3}}`,
+		`{"custom_id": "o", "body": {"prompt": "p", "response_format": {"type": "text", "json_schema": null}}}`,
 	} {
 		for format := range uint8(Text + 1) {
 			f.Add([]byte(s), format)

@@ -108,7 +108,7 @@ func (r *Reader) Next() (Request, error) {
 			r.seen[req.CustomID] = r.line
 		}
 		if req.Err != nil {
-			req.Prompt, req.Messages = "", nil
+			req.Prompt, req.Messages, req.Schema, req.Grammar = "", nil, nil, ""
 		}
 		return req, nil
 	}
@@ -182,6 +182,8 @@ type params struct {
 	Stop                json.RawMessage `json:"stop"`
 	Model               json.RawMessage `json:"model"`
 	BestOf              json.RawMessage `json:"best_of"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	Grammar             json.RawMessage `json:"grammar"`
 	unsupported
 }
 
@@ -433,7 +435,83 @@ func (r *Reader) fill(req *Request, p *params, prefix string) string {
 			return fmt.Sprintf("%q must be a string, got %s", prefix+"model", clip(p.Model))
 		}
 	}
+	if msg := constraint(req, p, prefix); msg != "" {
+		return msg
+	}
 	return p.unsupported.check(prefix)
+}
+
+// constraint reads "response_format" (OpenAI's text, json_object and
+// json_schema, and llama-server's "schema" beside the type) and "grammar"
+// (GBNF text) into req; it returns what is wrong, or "".
+func constraint(req *Request, p *params, prefix string) string {
+	if present(p.Grammar) {
+		if err := json.Unmarshal(p.Grammar, &req.Grammar); err != nil || req.Grammar == "" {
+			return fmt.Sprintf("%q must be a non-empty string (a GBNF grammar), got %s", prefix+"grammar", clip(p.Grammar))
+		}
+	}
+	if !present(p.ResponseFormat) {
+		return ""
+	}
+	key := prefix + "response_format"
+	var rf struct {
+		Type       json.RawMessage `json:"type"`
+		JSONSchema json.RawMessage `json:"json_schema"`
+		Schema     json.RawMessage `json:"schema"`
+	}
+	if b := bytes.TrimSpace(p.ResponseFormat); b[0] != '{' || json.Unmarshal(b, &rf) != nil {
+		return fmt.Sprintf("%q must be an object {\"type\": ...}, got %s", key, clip(p.ResponseFormat))
+	}
+	var typ string
+	if json.Unmarshal(rf.Type, &typ) != nil {
+		return fmt.Sprintf("%q must be a string, got %s", key+".type", clip(rf.Type))
+	}
+	isObject := func(raw json.RawMessage) bool {
+		b := bytes.TrimSpace(raw)
+		return len(b) > 0 && (b[0] == '{' || bytes.Equal(b, []byte("true")) || bytes.Equal(b, []byte("false")))
+	}
+	switch typ {
+	case "text":
+		if present(rf.JSONSchema) || present(rf.Schema) {
+			return fmt.Sprintf("%q of type text takes no schema; use type json_schema", key)
+		}
+		return ""
+	case "json_object":
+		if present(rf.JSONSchema) {
+			return fmt.Sprintf("%q belongs to type json_schema, not json_object", key+".json_schema")
+		}
+		req.Schema = json.RawMessage(`{"type":"object"}`)
+		if present(rf.Schema) {
+			if !isObject(rf.Schema) {
+				return fmt.Sprintf("%q must be a JSON Schema (an object), got %s", key+".schema", clip(rf.Schema))
+			}
+			req.Schema = rf.Schema
+		}
+	case "json_schema":
+		switch {
+		case present(rf.JSONSchema):
+			var js struct {
+				Schema json.RawMessage `json:"schema"`
+			}
+			if b := bytes.TrimSpace(rf.JSONSchema); b[0] != '{' || json.Unmarshal(b, &js) != nil {
+				return fmt.Sprintf("%q must be an object {\"name\", \"schema\", \"strict\"}, got %s", key+".json_schema", clip(rf.JSONSchema))
+			}
+			if !present(js.Schema) || !isObject(js.Schema) {
+				return fmt.Sprintf("%q must be a JSON Schema (an object), got %s", key+".json_schema.schema", clip(js.Schema))
+			}
+			req.Schema = js.Schema
+		case present(rf.Schema) && isObject(rf.Schema):
+			req.Schema = rf.Schema
+		default:
+			return fmt.Sprintf("%q of type json_schema needs \"json_schema\": {\"name\", \"schema\"}", key)
+		}
+	default:
+		return fmt.Sprintf("%q is %s; want \"text\", \"json_object\" or \"json_schema\"", key+".type", clip(rf.Type))
+	}
+	if req.Grammar != "" {
+		return fmt.Sprintf("both %q and %q constrain the output; give one", key, prefix+"grammar")
+	}
+	return ""
 }
 
 // MaxStops bounds the stop strings of one line (OpenAI allows 4; the

@@ -189,6 +189,20 @@ func TestReaderBadLines(t *testing.T) {
 			`prompts.jsonl:1: "body.messages" with url /v1/completions; chat requests use /v1/chat/completions`},
 		{"openai bad body value", OpenAIBatch, `{"custom_id": "a", "body": {"prompt": "p", "max_tokens": -5}}`, "a",
 			`prompts.jsonl:1: "body.max_tokens" must be an integer from 0 to 2147483647, got -5`},
+		{"response_format not an object", JSONL, `{"prompt": "a", "response_format": "json"}`, "line-1",
+			`prompts.jsonl:1: "response_format" must be an object {"type": ...}, got "json"`},
+		{"response_format unknown type", JSONL, `{"prompt": "a", "response_format": {"type": "xml"}}`, "line-1",
+			`prompts.jsonl:1: "response_format.type" is "xml"; want "text", "json_object" or "json_schema"`},
+		{"json_schema without schema", OpenAIBatch, `{"custom_id": "a", "body": {"prompt": "p", "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}}`, "a",
+			`prompts.jsonl:1: "body.response_format.json_schema.schema" must be a JSON Schema (an object), got nothing`},
+		{"json_schema missing", JSONL, `{"prompt": "a", "response_format": {"type": "json_schema"}}`, "line-1",
+			`prompts.jsonl:1: "response_format" of type json_schema needs "json_schema": {"name", "schema"}`},
+		{"text with a schema", JSONL, `{"prompt": "a", "response_format": {"type": "text", "schema": {}}}`, "line-1",
+			`prompts.jsonl:1: "response_format" of type text takes no schema; use type json_schema`},
+		{"grammar not a string", JSONL, `{"prompt": "a", "grammar": 3}`, "line-1",
+			`prompts.jsonl:1: "grammar" must be a non-empty string (a GBNF grammar), got 3`},
+		{"grammar and response_format", JSONL, `{"prompt": "a", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}`, "line-1",
+			`prompts.jsonl:1: both "response_format" and "grammar" constrain the output; give one`},
 		{"long value is clipped", JSONL, `{"prompt": "a", "seed": "` + strings.Repeat("é", 30) + `"}`, "line-1",
 			`prompts.jsonl:1: "seed" must be an integer from 0 to 2^64-1, got "` + strings.Repeat("é", 19) + `…`},
 	}
@@ -210,6 +224,29 @@ func TestReaderBadLines(t *testing.T) {
 				t.Errorf("the line after a bad one: %+v", got[1])
 			}
 		})
+	}
+}
+
+// response_format and grammar are read into Schema and Grammar, at the top
+// level of a JSONL line and in an OpenAI Batch body.
+func TestReaderConstraints(t *testing.T) {
+	in := `{"custom_id": "a", "prompt": "p", "response_format": {"type": "json_object"}}
+{"custom_id": "b", "prompt": "p", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true, "schema": {"type": "integer"}}}}
+{"custom_id": "c", "prompt": "p", "grammar": "root ::= \"x\""}
+{"custom_id": "d", "prompt": "p", "response_format": {"type": "text"}}
+{"custom_id": "e", "prompt": "p", "response_format": {"type": "json_object", "schema": {"type": "object", "required": ["k"]}}}
+`
+	got := readAll(t, NewReader(strings.NewReader(in), "p.jsonl", JSONL))
+	want := []struct{ schema, gbnf string }{{`{"type":"object"}`, ""}, {`{"type": "integer"}`, ""}, {"", `root ::= "x"`}, {"", ""}, {`{"type": "object", "required": ["k"]}`, ""}}
+	for i, r := range got {
+		if r.Err != nil || string(r.Schema) != want[i].schema || r.Grammar != want[i].gbnf {
+			t.Errorf("line %d: schema %s grammar %q err %v; want %s %q", i+1, r.Schema, r.Grammar, r.Err, want[i].schema, want[i].gbnf)
+		}
+	}
+	ob := `{"custom_id": "o", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"enum": [1, 2]}}}}}` + "\n"
+	got = readAll(t, NewReader(strings.NewReader(ob), "b.jsonl", Auto))
+	if len(got) != 1 || got[0].Err != nil || string(got[0].Schema) != `{"enum": [1, 2]}` {
+		t.Fatalf("OpenAI Batch body: %+v", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"context"
+	"slices"
 
 	"github.com/sluicehq/sluice/model/input"
 	"github.com/sluicehq/sluice/sample"
@@ -22,6 +23,23 @@ func (lookupMode) grow(_ context.Context, d *Speculative, st *sched.Step, idx []
 		q := st.Spans[i].S
 		s := d.state(q)
 		s.chain, _ = spec.PromptLookup(s.chain[:0], q.Tokens, d.o.Lookup)
+		if q.Processes() {
+			// Cut at the first token the request's constraints refuse: the
+			// target would reject it, and its rows would be processed at a
+			// history outside the grammar.
+			hist := slices.Clone(q.Tokens)
+			for k, x := range s.chain {
+				ok, err := q.Allows(hist, x)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					s.chain = s.chain[:k]
+					break
+				}
+				hist = append(hist, x)
+			}
+		}
 		s.q = s.q[:0]
 		for _, x := range s.chain {
 			s.q = append(s.q, sample.Dist{IDs: []int32{x}, Probs: []float32{1}})

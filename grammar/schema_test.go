@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func mustSchema(t *testing.T, s string) *Grammar {
+func mustSchema(t testing.TB, s string) *Grammar {
 	t.Helper()
 	g, err := FromJSONSchema([]byte(s))
 	if err != nil {

@@ -67,6 +67,7 @@ func (p *Pipeline) SessionOptions() session.Options {
 			o.MaxNewTokens, o.NoStop = ps.MaxNewTokens, !ps.StopAtEOS
 		case *SampleParams:
 			o.Sampling = ps.Options()
+			o.Grammar = ps.Constraint()
 		}
 		o.Speculative = o.Speculative || s.Kind == KindDraftTree
 	}

@@ -107,7 +107,8 @@ func intOrDefault(n int, def string) string {
 }
 
 // formatParams renders a params struct as "key=value ..." in field order,
-// using the toml keys; a nil pointer field prints as "unset".
+// using the toml keys; a nil pointer field prints as "unset", an empty
+// omitempty field (an optional constraint) not at all.
 func formatParams(params any) string {
 	if params == nil {
 		return "-"
@@ -128,8 +129,8 @@ func formatParams(params any) string {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-		if name == "-" {
+		name, opts, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "-" || opts == "omitempty" && v.Field(i).IsZero() {
 			continue
 		}
 		if name == "" {

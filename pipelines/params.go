@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/sluicehq/sluice/decode"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/spec"
 )
 
@@ -133,6 +134,24 @@ type SampleParams struct {
 	// give one: the CLI then picks a seed and logs it, so every run can be
 	// reproduced. TOML integers are signed, so seeds ≥ 2⁶³ cannot be written.
 	Seed *uint64 `toml:"seed"`
+	// JSONSchema (a JSON Schema, as JSON text) or Grammar (GBNF) constrains
+	// every request of the pipeline that carries no constraint of its own:
+	// an ETL job's record shape, written once. At most one; each is
+	// compiled when the file is loaded, so one the engine cannot enforce is
+	// an error naming the key.
+	JSONSchema string `toml:"json_schema,omitempty"`
+	Grammar    string `toml:"grammar,omitempty"`
+}
+
+// Constraint is the params' default output constraint, or nil.
+func (ps *SampleParams) Constraint() *grammar.Spec {
+	switch {
+	case ps.JSONSchema != "":
+		return &grammar.Spec{Schema: []byte(ps.JSONSchema)}
+	case ps.Grammar != "":
+		return &grammar.Spec{GBNF: ps.Grammar}
+	}
+	return nil
 }
 
 // DefaultSampleParams returns the sample defaults (Seed nil: not given).
@@ -151,6 +170,19 @@ func (p *SampleParams) Validate() error {
 	if p.Seed != nil && *p.Seed > math.MaxInt64 {
 		seedErr = &ParamError{Key: "seed", Msg: fmt.Sprintf("%d is negative; want an integer ≥ 0", int64(*p.Seed))}
 	}
+	var gramErr error
+	switch {
+	case p.JSONSchema != "" && p.Grammar != "":
+		gramErr = &ParamError{Key: "grammar", Msg: "json_schema is set too; give one"}
+	case p.JSONSchema != "":
+		if _, err := grammar.FromJSONSchema([]byte(p.JSONSchema)); err != nil {
+			gramErr = &ParamError{Key: "json_schema", Msg: err.Error()}
+		}
+	case p.Grammar != "":
+		if _, err := grammar.ParseGBNF(p.Grammar); err != nil {
+			gramErr = &ParamError{Key: "grammar", Msg: err.Error()}
+		}
+	}
 	return firstErr(
 		floatIn("temperature", p.Temperature, 0, math.Inf(1), false),
 		atLeast("top_k", p.TopK, 0),
@@ -159,6 +191,7 @@ func (p *SampleParams) Validate() error {
 		positive("repeat_penalty", p.RepeatPenalty),
 		atLeast("repeat_last_n", p.RepeatLastN, 0),
 		seedErr,
+		gramErr,
 	)
 }
 

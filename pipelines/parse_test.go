@@ -437,6 +437,18 @@ func TestParseErrors(t *testing.T) {
 			want: `pipelines: t.toml:28: stage "samp": top_p: 1.5 is greater than 1`,
 		},
 		{
+			name: "json_schema the engine cannot enforce",
+			src:  edit(t, "  top_k = 10", "  top_k = 10\n  json_schema = '{\"type\":\"object\",\"patternProperties\":{}}'"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:28: stage "samp": json_schema: schema #: keyword "patternProperties": not supported (it cannot be enforced by the grammar)`,
+		},
+		{
+			name: "grammar syntax error",
+			src:  edit(t, "  top_k = 10", "  top_k = 10\n  grammar = 'root ::= [a-'"),
+			kind: ErrInvalid,
+			want: `pipelines: t.toml:28: stage "samp": grammar: grammar: line 1 col 13: unterminated character class: expected ']', found end of input`,
+		},
+		{
 			name: "negative top_k",
 			src:  edit(t, "  top_k = 10", "  top_k = -1"),
 			kind: ErrInvalid,

@@ -27,6 +27,28 @@ type samplingFields struct {
 	Stop              stopList           `json:"stop"`
 	Seed              *int64             `json:"seed"`
 	LogitBias         map[string]float64 `json:"logit_bias"`
+	// ResponseFormat is OpenAI's: text, json_object or json_schema (and
+	// llama-server's "schema" beside the type). Grammar and JSONSchema are
+	// llama-server's fields: a GBNF grammar, a JSON Schema.
+	ResponseFormat *responseFormat `json:"response_format"`
+	Grammar        *string         `json:"grammar"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
+}
+
+// responseFormat is "response_format".
+type responseFormat struct {
+	Type       string          `json:"type"`
+	JSONSchema *jsonSchemaSpec `json:"json_schema"`
+	Schema     json.RawMessage `json:"schema"`
+}
+
+// jsonSchemaSpec is response_format.json_schema. The schema is enforced
+// as strictly whatever Strict says: the grammar never loosens it.
+type jsonSchemaSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
 }
 
 type streamOptions struct {
@@ -49,15 +71,16 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // stopList is "stop": a string, a list of strings or null.
@@ -246,8 +269,9 @@ type chatLogprobs struct {
 
 // ChatMessageOut is a choice's message (or a stream chunk's delta).
 type ChatMessageOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatChoice is one choice of a chat.completion.

@@ -67,15 +67,22 @@ func (e *RoleError) Error() string {
 // Tokens renders msgs (API roles) and tokenizes the text. An unknown role
 // is a *RoleError; a template that rejects the messages, its error.
 func (c *ChatPrompt) Tokens(msgs []chat.Message) ([]int32, error) {
+	return c.TokensWithTools(msgs, nil)
+}
+
+// TokensWithTools is Tokens with the functions the model may call, given to
+// the template as its tools variable (a template without one ignores them).
+func (c *ChatPrompt) TokensWithTools(msgs []chat.Message, tools []any) ([]int32, error) {
 	norm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		role, ok := ChatRole(m.Role)
 		if !ok {
 			return nil, &RoleError{Index: i, Role: m.Role}
 		}
-		norm[i] = chat.Message{Role: role, Content: m.Content}
+		norm[i] = m
+		norm[i].Role = role
 	}
-	prompt, err := c.tmpl.Render(norm, chat.Options{AddGenerationPrompt: true, BOS: c.bos, EOS: c.eos})
+	prompt, err := c.tmpl.Render(norm, chat.Options{AddGenerationPrompt: true, BOS: c.bos, EOS: c.eos, Tools: tools})
 	if err != nil {
 		return nil, err
 	}

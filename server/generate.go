@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 	"github.com/sluicehq/sluice/tokenizer/chat"
@@ -42,6 +43,7 @@ type params struct {
 	usage      bool
 	bestOf     int // > n: one best_of request per prompt (runBestOf); 0: none
 	logitBias  map[int32]float32
+	grammar    *grammar.Spec
 }
 
 // job is one HTTP generation request: its prompts × n choices.
@@ -53,6 +55,14 @@ type job struct {
 	prompts  [][]int32
 	echo     []string // completions with echo: each prompt's text
 	p        params
+	// toolCall: the output is a forced tool call, returned as the
+	// message's tool_calls (finish_reason tool_calls), not as content.
+	toolCall bool
+	// toolAuto is the call syntax the output is read with under
+	// tool_choice auto ("" otherwise): calls found become tool_calls.
+	toolAuto string
+	// oneCall: parallel_tool_calls false, so a turn keeps its first call.
+	oneCall bool
 }
 
 // event is a piece of one choice's output, in order; the last has final set.
@@ -197,6 +207,9 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 			return p, badRequest("seed", "'seed' is %d: it must be ≥ 0 (or -1 for a random seed).", *f.Seed)
 		}
 	}
+	if e := s.constraint(f, &p); e != nil {
+		return p, e
+	}
 	if f.StreamOptions != nil {
 		if !f.Stream {
 			return p, badRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.")
@@ -207,6 +220,85 @@ func (s *Server) params(f *samplingFields, maxTokens *int, maxParam string) (par
 		return p, badRequest("", "Invalid sampling parameters: %v.", err)
 	}
 	return p, nil
+}
+
+// constraint reads the output constraint of a request: response_format
+// (OpenAI's json_object and json_schema, llama-server's "schema" beside
+// either type), or llama-server's grammar (GBNF) or json_schema fields; at
+// most one of them. It compiles the constraint through the engine's cache,
+// so a schema that is not JSON, a keyword the engine cannot enforce, an
+// empty enum, a schema no value satisfies or a GBNF syntax error is a 400
+// naming the parameter and the problem, before anything is generated.
+func (s *Server) constraint(f *samplingFields, p *params) *apiError {
+	var sp *grammar.Spec
+	param := ""
+	given := func(name string, x *grammar.Spec) *apiError {
+		if sp != nil {
+			return badRequest(name, "'%s' and '%s' both constrain the output: give one.", param, name)
+		}
+		sp, param = x, name
+		return nil
+	}
+	present := func(raw json.RawMessage) bool {
+		raw = bytes.TrimSpace(raw)
+		return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+	}
+	if rf := f.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "", "text":
+			if rf.JSONSchema != nil || present(rf.Schema) {
+				return badRequest("response_format", "'response_format' of type %q takes no schema: use type json_schema.", rf.Type)
+			}
+		case "json_object":
+			if rf.JSONSchema != nil {
+				return badRequest("response_format.json_schema", "'response_format.json_schema' belongs to type json_schema, not json_object.")
+			}
+			schema := json.RawMessage(`{"type":"object"}`)
+			if present(rf.Schema) {
+				schema = rf.Schema
+			}
+			if e := given("response_format", &grammar.Spec{Schema: schema}); e != nil {
+				return e
+			}
+		case "json_schema":
+			var schema json.RawMessage
+			switch {
+			case rf.JSONSchema != nil && present(rf.JSONSchema.Schema):
+				schema = rf.JSONSchema.Schema
+			case rf.JSONSchema == nil && present(rf.Schema):
+				schema = rf.Schema
+			default:
+				return badRequest("response_format.json_schema.schema", "'response_format' of type json_schema needs 'json_schema': {'name': ..., 'schema': {...}}.")
+			}
+			if e := given("response_format", &grammar.Spec{Schema: schema}); e != nil {
+				return e
+			}
+		default:
+			return badRequest("response_format.type", "Invalid 'response_format.type' %q: expected text, json_object or json_schema.", rf.Type)
+		}
+	}
+	if f.Grammar != nil && *f.Grammar != "" {
+		if e := given("grammar", &grammar.Spec{GBNF: *f.Grammar}); e != nil {
+			return e
+		}
+	}
+	if present(f.JSONSchema) {
+		if e := given("json_schema", &grammar.Spec{Schema: f.JSONSchema}); e != nil {
+			return e
+		}
+	}
+	if sp == nil {
+		return nil
+	}
+	if _, err := s.eng.Grammars().Matcher(*sp); err != nil {
+		what := "JSON Schema"
+		if sp.GBNF != "" {
+			what = "grammar"
+		}
+		return badRequest(param, "Invalid %s in '%s': %v.", what, param, err)
+	}
+	p.grammar = sp
+	return nil
 }
 
 // logprobsOK refuses logprobs where they cannot be computed.
@@ -363,11 +455,9 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if t := bytes.TrimSpace(req.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) {
-		return nil, badRequest("tools", "'tools' is not supported by this server.")
-	}
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		return nil, badRequest("response_format", "'response_format' %q is not supported by this server (only text).", rf.Type)
+	plan, e := s.tools(req, &p)
+	if e != nil {
+		return nil, e
 	}
 	switch {
 	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
@@ -396,14 +486,23 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		msgs[i] = chat.Message{Role: m.Role, Content: text}
-		contentBytes += len(text)
+		msgs[i] = chat.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID}
+		if tc := bytes.TrimSpace(m.ToolCalls); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) {
+			if err := json.Unmarshal(tc, &msgs[i].ToolCalls); err != nil {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "Invalid 'messages[%d].tool_calls': expected an array of calls: %v.", i, err)
+			}
+		}
+		contentBytes += len(text) + len(m.ToolCalls)
 	}
 	// The template only adds text around the messages.
 	if e := s.checkPromptBytes("messages", contentBytes); e != nil {
 		return nil, e
 	}
-	toks, err := s.chat.Tokens(msgs)
+	var render []any
+	if plan != nil {
+		render = plan.render
+	}
+	toks, err := s.chat.TokensWithTools(msgs, render)
 	if err != nil {
 		return nil, badRequest("messages", "The chat template rejected the messages: %v.", err)
 	}
@@ -412,7 +511,22 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	}
 	p.stopTokens = s.chatIDs
 	p.stops = append(p.stops, s.chatTxt...)
-	return &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}, nil
+	j := &job{chat: true, endpoint: "chat", id: newID("chatcmpl-"), created: time.Now().Unix(), prompts: [][]int32{toks}, p: p}
+	if plan != nil {
+		j.toolCall, j.toolAuto = plan.forced, plan.auto
+		j.oneCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	}
+	return j, nil
+}
+
+// calls reads the tool calls of a choice's text under tool_choice auto;
+// with parallel_tool_calls false only the first is kept.
+func (j *job) calls(text string) (*string, []ToolCall) {
+	content, calls := parseCalls(j.toolAuto, text)
+	if j.oneCall && len(calls) > 1 {
+		calls = calls[:1]
+	}
+	return content, calls
 }
 
 // run submits every choice of j and writes the response.
@@ -479,7 +593,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, idx), Index: index, Tokens: prompt,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias, Grammar: j.p.grammar,
 	}
 	var lp *lpCapture
 	if j.p.logprobs >= 0 {
@@ -532,6 +646,10 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		ev.finish = sluice.FinishStop
 	case res.Finish == sluice.FinishError && errors.Is(res.Err, session.ErrPromptTooLong):
 		ev.err = withCode(badRequest("prompt", "%v", res.Err), "context_length_exceeded")
+	case res.Finish == sluice.FinishError && errors.Is(res.Err, grammar.ErrNoToken):
+		// The grammar needs text no token of the model's vocabulary
+		// writes: the request's constraint is at fault, not the server.
+		ev.err = badRequest("response_format", "The output constraint cannot be followed with this model's vocabulary: %v.", res.Err)
 	case res.Finish == sluice.FinishError:
 		ev.err = internalError(res.Err)
 	default:
@@ -553,7 +671,7 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 	}
 	req := sluice.Request{
 		ID: fmt.Sprintf("%s-%d", j.id, i), Index: index, Tokens: prompt, BestOf: j.p.bestOf,
-		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias,
+		MaxNewTokens: j.p.maxTokens, Sampling: &so, StopTokens: j.p.stopTokens, LogitBias: j.p.logitBias, Grammar: j.p.grammar,
 	}
 	s.m.promptTokens.Add(float64(len(prompt)))
 	res, err := s.eng.Complete(ctx, req)
@@ -669,6 +787,21 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		for i := range total {
 			text := texts[i].String()
 			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			if j.toolAuto != "" && finish[i] == sluice.FinishStop {
+				if content, calls := j.calls(text); len(calls) > 0 {
+					c.Message = &ChatMessageOut{Role: "assistant", Content: content, ToolCalls: calls}
+					c.FinishReason = finishPtr("tool_calls")
+				}
+			}
+			if j.toolCall && finish[i] == sluice.FinishStop {
+				calls, err := forcedCalls(text)
+				if err != nil {
+					writeError(w, internalError(err))
+					return
+				}
+				c.Message = &ChatMessageOut{Role: "assistant", ToolCalls: calls}
+				c.FinishReason = finishPtr("tool_calls")
+			}
 			if j.p.logprobs >= 0 {
 				c.Logprobs = s.chatLPs(lps[i])
 			}
@@ -724,6 +857,9 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	}
 	total := len(j.prompts) * j.p.n
 	begun := make([]bool, total)
+	calls := make([]strings.Builder, total)
+	sent := make([]int, total) // bytes of calls[i] sent as content (tool_choice auto)
+	autoHold := make([]holdState, total)
 	ntok, cached := 0, make([]int, len(j.prompts))
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
@@ -761,6 +897,73 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			send(struct {
 				Error *apiError `json:"error"`
 			}{ev.err})
+			continue
+		}
+		if j.toolAuto != "" {
+			// Under auto the text streams as content up to where a call
+			// may begin (callStart); from there it is held until the
+			// choice ends, then sent as tool_calls deltas (or as content,
+			// when it holds no call after all).
+			calls[ev.index].WriteString(ev.text)
+			if !begun[ev.index] {
+				send(chunk(ev.index, "", nil, ""))
+			}
+			text := calls[ev.index].String()
+			if !ev.final {
+				if upto := callStart(j.toolAuto, text, &autoHold[ev.index]); upto > sent[ev.index] {
+					send(chunk(ev.index, text[sent[ev.index]:upto], nil, ""))
+					sent[ev.index] = upto
+				}
+				continue
+			}
+			ntok += ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
+			_, found := j.calls(text)
+			if ev.finish != sluice.FinishStop || len(found) == 0 {
+				if rest := text[sent[ev.index]:]; rest != "" {
+					send(chunk(ev.index, rest, nil, ""))
+				}
+				send(chunk(ev.index, "", nil, ev.finish))
+				continue
+			}
+			for k := range found {
+				found[k].Index = &k
+				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+			}
+			send(chunk(ev.index, "", nil, "tool_calls"))
+			continue
+		}
+		if j.toolCall {
+			// Forced calls stream as tool_calls deltas when the turn is
+			// complete (their arguments must parse), after the role chunk.
+			calls[ev.index].WriteString(ev.text)
+			if !begun[ev.index] {
+				send(chunk(ev.index, "", nil, ""))
+			}
+			if !ev.final {
+				continue
+			}
+			ntok += ev.ntok
+			cached[ev.index/j.p.n] = max(cached[ev.index/j.p.n], ev.cached)
+			if ev.finish != sluice.FinishStop {
+				send(chunk(ev.index, calls[ev.index].String(), nil, ""))
+				send(chunk(ev.index, "", nil, ev.finish))
+				continue
+			}
+			found, err := forcedCalls(calls[ev.index].String())
+			if err != nil {
+				send(struct {
+					Error *apiError `json:"error"`
+				}{internalError(err)})
+				continue
+			}
+			for k := range found {
+				found[k].Index = &k
+				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+			}
+			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
 		}
 		if ev.text != "" || ev.lps != nil || (j.chat && !begun[ev.index]) {

@@ -50,8 +50,37 @@
 // samples best_of candidates per prompt and returns the n with the highest
 // cumulative log-probability, counting all of them in usage (not with
 // stream or logprobs). presence_penalty and frequency_penalty are not
-// implemented: a non-zero value is a 400 naming the parameter, as are
-// suffix, tools and a response_format other than text.
+// implemented: a non-zero value is a 400 naming the parameter, as is
+// suffix.
+//
+// # Structured output
+//
+// response_format (json_object: any JSON object; json_schema: the values of
+// its schema, strict or not, since the grammar never loosens a schema) on
+// chat and completions, and llama-server's grammar (GBNF) and json_schema
+// fields, constrain every choice through the engine's grammar (see package
+// grammar): the output is compact JSON, and finish_reason is stop when the
+// value is complete, length when max_tokens ran out first. A schema or
+// grammar the engine cannot compile or enforce is a 400 naming the problem.
+//
+// # Tool calls
+//
+// tools (functions) on chat completions are given to the chat template as
+// its tools variable; assistant turns with tool_calls and tool turns with
+// tool_call_id go back to it as given. tool_choice "required" and a named
+// function force calls by a grammar, on any model: {"name", "arguments"}
+// with the arguments under the function's parameters schema (under
+// "required" with parallel_tool_calls, the default, an array of 1 to 4),
+// returned as message.tool_calls (id, function.name, function.arguments as
+// a JSON string) with finish_reason tool_calls, or in a stream as
+// delta.tool_calls chunks when the turn is complete. "none" generates text
+// without the tools. "auto" (the default with tools) lets the model write
+// text or calls in its template family's syntax, Hermes/Qwen
+// <tool_call>{...}</tool_call>, Llama 3's {"name", "parameters"} or
+// Mistral's [TOOL_CALLS][...], read
+// back when the choice ends (a stream sends text as content up to where a
+// call may begin, and holds the rest until then); with a
+// template that defines neither it is a 400 naming the choices that work.
 //
 // # Errors and limits
 //

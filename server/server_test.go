@@ -409,7 +409,7 @@ func TestMalformed(t *testing.T) {
 		{"/v1/chat/completions", `{"messages": [{"role": "wizard", "content": "x"}]}`, 400, "messages[0].role"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, "messages[0].content[0]"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": 7}]}`, 400, "messages[0].content"},
-		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}`, 400, "tools"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}`, 400, "tools[0].function.name"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1}`, 400, "max_completion_tokens"},
 		{"/v1/completions", `{"prompt": "` + strings.Repeat("a", 2<<20) + `"}`, 413, ""},
 		{"/v1/nothing", `{}`, 404, ""},

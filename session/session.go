@@ -13,12 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/beamsearch"
-
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -57,6 +58,13 @@ type Request struct {
 	// (sample.Processor): a grammar's mask, say. A processor is the
 	// request's own; the engine calls it from one goroutine at a time.
 	Processors []sample.Processor
+	// Grammar constrains the output to a JSON Schema's values or a GBNF
+	// grammar's language: its mask is the last processor, so a logit bias
+	// cannot lift it. The engine's grammar cache (Options.Grammars) compiles
+	// it once per distinct spec and shares the matcher; the output may end
+	// (EOG, or StopTokens) only where the grammar's string is complete, and
+	// then only end tokens are allowed where nothing may follow.
+	Grammar *grammar.Spec
 	// StopTokens are more token ids that end the request with finish reason
 	// stop, like EOS: a chat template's end-of-turn tokens (<|im_end|>,
 	// <|eot_id|>). The stop token itself is not part of the completion.
@@ -120,6 +128,12 @@ type Options struct {
 	// tokens are sampled from rows OnLogits never sees, so a request that
 	// sets OnLogits is refused.
 	Speculative bool
+	// Grammars is the engine's grammar cache, needed by requests that set
+	// Grammar.
+	Grammars *grammar.Cache
+	// Grammar constrains the requests that carry no Grammar of their own
+	// (a pipeline's default schema).
+	Grammar *grammar.Spec
 }
 
 // Session is one request in flight.
@@ -233,6 +247,24 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 			return s.fail(fmt.Errorf("request %s: prompt token %d is id %d, outside the vocabulary of %d", req.ID, i, t, tok.VocabSize()))
 		}
 	}
+	if req.Grammar == nil {
+		req.Grammar = o.Grammar
+		s.Req.Grammar = o.Grammar
+	}
+	if req.Grammar != nil {
+		if o.Grammars == nil {
+			return s.fail(fmt.Errorf("request %s: it has a grammar and the engine has no grammar cache (session.Options.Grammars)", req.ID))
+		}
+		p, err := o.Grammars.Processor(*req.Grammar, s.NPrompt, req.StopTokens)
+		if err != nil {
+			return s.fail(fmt.Errorf("request %s: %w", req.ID, err))
+		}
+		s.procs = append(s.procs, p)
+		// The grammar's value ends the output: its end token stops the
+		// request even where NoStop (benchmarks) would run past EOS, since
+		// nothing the grammar allows may follow it.
+		s.noStop = false
+	}
 	// Room for every token the sequence may reach (the context's slots plus
 	// the one predicted at the last slot), so the decode loop never
 	// reallocates.
@@ -337,7 +369,30 @@ func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
 	if err != nil {
 		return -1, err
 	}
+	if tok, ok := s.forced(history); ok && int(tok) < len(logits) && logits[tok] == logits[tok] && !math.IsInf(float64(logits[tok]), -1) {
+		// The only token left (a finite logit: a NaN row still fails in
+		// the sampler): the sampler would draw it whatever its options
+		// and uniform (draws are keyed, so skipping one changes no
+		// other), so it needs no draw.
+		return tok, nil
+	}
 	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), s.sampleScratch())
+}
+
+// forced is the one token the request's grammar allows after history, if
+// there is one (the grammar is the last processor, so nothing after it
+// lets another token back in).
+func (s *Session) forced(history []int32) (int32, bool) {
+	if len(s.procs) == 0 {
+		return -1, false
+	}
+	f, ok := s.procs[len(s.procs)-1].(interface {
+		Forced([]int32) (int32, bool)
+	})
+	if !ok {
+		return -1, false
+	}
+	return f.Forced(history)
 }
 
 // Dist is the request's distribution after history (Process, then the
@@ -373,6 +428,23 @@ func (s *Session) Process(logits []float32, history []int32) ([]float32, error) 
 		}
 	}
 	return out, nil
+}
+
+// Allows reports whether tok may follow history under the request's
+// constraints (its grammar): a draft that was not drawn from a processed
+// distribution (prompt lookup) is cut at the first token it does not allow.
+// Processors without such a rule allow every token.
+func (s *Session) Allows(history []int32, tok int32) (bool, error) {
+	for _, p := range s.procs {
+		if a, ok := p.(interface {
+			Allows([]int32, int32) (bool, error)
+		}); ok {
+			if ok, err := a.Allows(history, tok); !ok || err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
 }
 
 // Processes reports whether the request has processors (Process copies).

@@ -67,6 +67,19 @@ type benchReport struct {
 	// did over all runs (absent with --prefix-cache=false).
 	SharedPrefix int           `json:"shared_prefix,omitempty"`
 	Prefix       *prefixReport `json:"prefix_cache,omitempty"`
+	// Grammar is what masking cost under --json-schema / --grammar.
+	Grammar *grammarReport `json:"grammar,omitempty"`
+}
+
+// grammarReport is the grammar processors' time over all runs: rows masked
+// (target and draft rows alike) and the mean time per row, and the same
+// time per generated token.
+type grammarReport struct {
+	Rows          int64   `json:"masked_rows"`
+	PerRowMicros  float64 `json:"mask_us_per_row"`
+	PerTokMicros  float64 `json:"mask_us_per_token"`
+	MaskSeconds   float64 `json:"mask_seconds"`
+	GeneratedToks int     `json:"generated_tokens"`
 }
 
 // prefixReport is the prefix cache's counters summed over the runs (each
@@ -161,7 +174,10 @@ func stats(xs []float64) benchStats {
 
 // cmdBench measures prefill and decode through the same graph generate uses:
 // random prompt tokens (fixed seed) or a given text, greedy decoding that
-// ignores stop tokens.
+// ignores stop tokens. Under --json-schema or --grammar every row is masked
+// and a sequence ends where its value ends (the grammar then allows only an
+// end token), so it may generate fewer than --gen-tokens; the report adds
+// the mask time.
 func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
 	mf := addModelFlags(fs, "m")
@@ -179,7 +195,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	diskBW := fs.Bool("disk-bandwidth", false, "ssd tier: first measure the O_DIRECT read bandwidth of the model file (as the store reads it) and report the decode rate it allows")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	sharedPrefix := fs.Int("shared-prefix", 0, "put the same `N` random tokens in front of every sequence's prompt (the prefix cache computes them once; prefill tok/s counts them)")
+	gf := addGrammarFlags(fs)
 	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	constraint, _, _, err := gf.spec("bench")
+	if err != nil {
 		return err
 	}
 	if *cpuProfile != "" {
@@ -307,6 +328,10 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var st0 offload.Stats
 	var decodeTokens int
 	var textMD5 string
+	var gram *grammarReport
+	if constraint != nil {
+		gram = &grammarReport{}
+	}
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
 		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
 			StreamedLayers: st.StreamedLayers, RingBuffers: st.RingBuffers, CacheBytes: st.CacheBytes}
@@ -334,7 +359,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		var mu sync.Mutex
 		var res []sluice.Result
 		for i, pr := range prompts {
-			err := eng.Submit(ctx, sluice.Request{ID: strconv.Itoa(i), Index: uint64(i), Tokens: pr, StopTokens: *eos}, func(r sluice.Result) {
+			err := eng.Submit(ctx, sluice.Request{ID: strconv.Itoa(i), Index: uint64(i), Tokens: pr, StopTokens: *eos, Grammar: constraint}, func(r sluice.Result) {
 				mu.Lock()
 				res = append(res, r)
 				mu.Unlock()
@@ -346,6 +371,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if err := eng.Drain(ctx); err != nil {
 			return err
+		}
+		if gram != nil {
+			gs := &eng.Grammars().Stats
+			gram.Rows += gs.Rows()
+			gram.MaskSeconds += gs.Time().Seconds()
 		}
 		if !p.Cache.NoPrefixCache {
 			if prefix == nil {
@@ -440,6 +470,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
 	r.Spec = spec
+	if gram != nil {
+		gram.GeneratedToks = decodeTokens
+		gram.PerRowMicros = 1e6 * gram.MaskSeconds / float64(max(gram.Rows, 1))
+		gram.PerTokMicros = 1e6 * gram.MaskSeconds / float64(max(decodeTokens, 1))
+		r.Grammar = gram
+	}
 	r.KV, r.DraftKV = kv, draftKV
 	r.SharedPrefix, r.Prefix = *sharedPrefix, prefix
 	if off != nil {
@@ -499,6 +535,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d %s, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, what, r.Runs)
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
+	if g := r.Grammar; g != nil {
+		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks)
+	}
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
 	}

@@ -239,15 +239,19 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	tmplName := fs.String("chat-template", "", "with --chat: "+strings.Join(chat.Builtins(), ", ")+" or a Jinja file (default: the model's own)")
 	lf := addLoraFlags(fs, "all of them apply")
 	asJSON := fs.Bool("json", false, "print one JSON object: prompt and generated ids, text, finish reason, speculation stats")
+	gf := addGrammarFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	set := setFlags(fs)
+	constraint, _, _, err := gf.spec("generate")
+	if err != nil {
+		return err
+	}
 	if *sf.beams > 0 && !set["temp"] {
 		*temp = 0 // beam search does not sample; an explicit --temp above 0 is refused
 	}
 	var p *pipelines.Pipeline
-	var err error
 	switch {
 	case *pipeline != "":
 		p, err = pipelines.Load(*pipeline)
@@ -311,7 +315,7 @@ func cmdGenerate(ctx context.Context, e *env, args []string) error {
 	if err := eos.check(eng.Loaded().Model.Arch().Vocab); err != nil {
 		return err
 	}
-	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt), Beam: beam}
+	req := sluice.Request{ID: "generate", Tokens: eng.Encode(*prompt), Beam: beam, Grammar: constraint}
 	if *promptIDs != "" {
 		if *prompt != "" || *chatMode {
 			return fmt.Errorf("generate: --prompt-ids replaces -p and --chat; give one of them: %w", errUsage)

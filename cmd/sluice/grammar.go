@@ -44,10 +44,7 @@ func cmdGrammar(ctx context.Context, e *env, args []string) error {
 
 func cmdGrammarCheck(_ context.Context, e *env, args []string) error {
 	fs := e.flags("grammar")
-	schema := fs.String("json-schema", "", "JSON Schema text")
-	schemaFile := fs.String("json-schema-file", "", "file holding a JSON Schema")
-	gbnf := fs.String("grammar", "", "GBNF grammar text (llama.cpp syntax)")
-	gbnfFile := fs.String("grammar-file", "", "file holding a GBNF grammar")
+	gf := addGrammarFlags(fs)
 	m := fs.String("m", "", "model (.gguf, or a llama2.c .bin with --tokenizer): check token by token through its vocabulary masks")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin")
 	print := fs.Bool("print-grammar", false, "print the grammar (a schema's generated GBNF) to standard output")
@@ -55,47 +52,18 @@ func cmdGrammarCheck(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	set := setFlags(fs)
-	n := 0
-	for _, f := range []string{"json-schema", "json-schema-file", "grammar", "grammar-file"} {
-		if set[f] {
-			n++
-		}
-	}
-	if n != 1 {
+	if gf.given() != 1 {
 		return fmt.Errorf("grammar check: give exactly one of --json-schema, --json-schema-file, --grammar, --grammar-file: %w", errUsage)
 	}
 	if len(pos) > 1 {
 		return fmt.Errorf("grammar check: at most one input FILE, got %q: %w", pos, errUsage)
 	}
-	invalid := func(err error) error { return &exitError{code: 2, err: err} }
-	var g *grammar.Grammar
-	switch {
-	case set["json-schema"], set["json-schema-file"]:
-		src := []byte(*schema)
-		if set["json-schema-file"] {
-			if src, err = os.ReadFile(*schemaFile); err != nil {
-				return invalid(err)
-			}
+	_, g, invalid, err := gf.spec("grammar check")
+	if err != nil {
+		if invalid {
+			return &exitError{code: 2, err: err}
 		}
-		if g, err = grammar.FromJSONSchema(src); err != nil {
-			return invalid(err)
-		}
-	default:
-		src := *gbnf
-		if set["grammar-file"] {
-			b, err := os.ReadFile(*gbnfFile)
-			if err != nil {
-				return invalid(err)
-			}
-			src = string(b)
-		}
-		if g, err = grammar.ParseGBNF(src); err != nil {
-			if set["grammar-file"] {
-				err = fmt.Errorf("%s: %w", *gbnfFile, err)
-			}
-			return invalid(err)
-		}
+		return err
 	}
 	if *print {
 		_, err := io.WriteString(e.stdout, g.String())

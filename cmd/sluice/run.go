@@ -14,6 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/batch"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/session"
@@ -246,6 +247,20 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 					continue
 				}
 				req.Sampling = &o
+			}
+			if len(r.Schema) > 0 || r.Grammar != "" {
+				// Compiled once per distinct constraint by the engine's
+				// cache; one it cannot enforce fails this line alone.
+				sp := &grammar.Spec{Schema: r.Schema, GBNF: r.Grammar}
+				if _, err := eng.Grammars().Matcher(*sp); err != nil {
+					what := "response_format"
+					if r.Grammar != "" {
+						what = "grammar"
+					}
+					rn.fail(r, batch.CodeInvalidRequest, fmt.Sprintf("%s:%d: %s: %v", name, r.Line, what, err))
+					continue
+				}
+				req.Grammar = sp
 			}
 			if err := rn.submit(ctx, eng, r, req, stops); err != nil {
 				return err

@@ -25,6 +25,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/pipelines"
 )
 
@@ -44,6 +45,10 @@ type Config struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Threads, when > 0, is the kernel threads of each worker's engine.
 	Threads int `json:"threads,omitempty"`
+	// JSONSchema, when set, constrains every element without a constraint
+	// of its own to the values of this JSON Schema (its text): the
+	// pipeline's default schema. One the engine cannot enforce fails Open.
+	JSONSchema string `json:"json_schema,omitempty"`
 }
 
 // Prompt is one request.
@@ -52,6 +57,11 @@ type Prompt struct {
 	Prompt   string `json:"prompt"`
 	// MaxTokens caps generated tokens; 0 is the pipeline's.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// JSONSchema (a JSON Schema's text) or Grammar (GBNF) constrains this
+	// element's output instead of Config.JSONSchema; one the engine cannot
+	// enforce is this element's error result.
+	JSONSchema string `json:"json_schema,omitempty"`
+	Grammar    string `json:"grammar,omitempty"`
 }
 
 // Result is one completion, or why there is none.
@@ -107,8 +117,18 @@ func (f *generateFn) StartBundle(context.Context, func(string, Result)) {
 // by FinishBundle. Submit blocks while the engine's queue is full, which is
 // the backpressure on the bundle.
 func (f *generateFn) ProcessElement(ctx context.Context, p Prompt, _ func(string, Result)) error {
-	f.wg.Add(1)
 	req := sluice.Request{ID: p.CustomID, Prompt: p.Prompt, MaxNewTokens: p.MaxTokens}
+	if p.JSONSchema != "" || p.Grammar != "" {
+		sp := &grammar.Spec{Schema: []byte(p.JSONSchema), GBNF: p.Grammar}
+		if _, err := f.eng.e.Grammars().Matcher(*sp); err != nil {
+			f.mu.Lock()
+			f.out = append(f.out, Result{CustomID: p.CustomID, FinishReason: sluice.FinishError, Error: err.Error()})
+			f.mu.Unlock()
+			return nil
+		}
+		req.Grammar = sp
+	}
+	f.wg.Add(1)
 	err := f.eng.e.Submit(context.WithoutCancel(ctx), req, func(res sluice.Result) {
 		defer f.wg.Done()
 		r := Result{CustomID: p.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens, FinishReason: res.Finish}
@@ -220,6 +240,16 @@ func Open(ctx context.Context, cfg Config) (*sluice.Engine, error) {
 	}
 	if cfg.Threads > 0 {
 		p.Model.Threads = cfg.Threads
+	}
+	if cfg.JSONSchema != "" {
+		sp := p.Sampler()
+		if sp == nil {
+			return nil, errors.New("sluicebeam: Config.JSONSchema needs a pipeline with a sample stage")
+		}
+		sp.JSONSchema = cfg.JSONSchema
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("sluicebeam: Config.JSONSchema: %w", err)
+		}
 	}
 	e, err := sluice.Open(ctx, sluice.Options{Pipeline: p, Model: cfg.Model, Tokenizer: cfg.Tokenizer})
 	if err != nil {

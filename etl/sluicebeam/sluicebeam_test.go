@@ -2,6 +2,7 @@ package sluicebeam_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,4 +93,49 @@ func TestGenerateMatchesEngine(t *testing.T) {
 	out := beam.ParDo(s, format, sluicebeam.Generate(s, cfg, in))
 	passert.Equals(s, out, want...)
 	ptest.RunAndValidate(t, p)
+}
+
+// verdict is a constrained result's check, as a string passert can compare.
+func verdict(id string, r sluicebeam.Result) string {
+	switch {
+	case r.Error != "":
+		return id + ": error: " + r.Error
+	case r.FinishReason != "stop":
+		return id + ": " + r.FinishReason
+	case id == "own":
+		return id + ": " + r.Text
+	}
+	var v struct {
+		N *int `json:"n"`
+	}
+	if err := json.Unmarshal([]byte(r.Text), &v); err != nil || v.N == nil || *v.N < 0 || *v.N > 9 {
+		return id + ": invalid " + r.Text
+	}
+	return id + ": valid"
+}
+
+func init() { register.Function2x1(verdict) }
+
+// Config.JSONSchema constrains every element without its own constraint;
+// an element's grammar replaces it; an element whose schema cannot be
+// enforced is its own error result; a bad Config.JSONSchema fails Open.
+func TestGenerateConstrained(t *testing.T) {
+	const schema = `{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":9}},"required":["n"],"additionalProperties":false}`
+	cfg := sluicebeam.Config{Model: synthModel(t), MaxNewTokens: 40, MaxInFlight: 4, Threads: 1, JSONSchema: schema}
+	prompts := []sluicebeam.Prompt{
+		{CustomID: "a", Prompt: "once upon"},
+		{CustomID: "b", Prompt: "a time"},
+		{CustomID: "own", Prompt: "x", Grammar: `root ::= "yes"`},
+		{CustomID: "bad", Prompt: "x", JSONSchema: `{"not":{}}`},
+	}
+	p, s := beam.NewPipelineWithRoot()
+	out := beam.ParDo(s, verdict, sluicebeam.Generate(s, cfg, beam.CreateList(s, prompts)))
+	passert.Equals(s, out, "a: valid", "b: valid", "own: yes", `bad: error: schema #: keyword "not": not supported (it cannot be enforced by the grammar)`)
+	ptest.RunAndValidate(t, p)
+
+	bad := cfg
+	bad.JSONSchema = `{"enum":[]}`
+	if _, err := sluicebeam.Open(t.Context(), bad); err == nil || !strings.Contains(err.Error(), `"enum"`) {
+		t.Errorf("a bad Config.JSONSchema: %v", err)
+	}
 }

@@ -62,6 +62,12 @@ var (
 type Message struct {
 	Role    string // system, user, assistant (or what the template knows)
 	Content string
+	// ToolCalls are an assistant turn's tool calls as the API gave them
+	// (a list of {id, type, function: {name, arguments}}), and ToolCallID
+	// the call a tool turn answers: rendered as the message's tool_calls
+	// and tool_call_id when set, as Hugging Face passes them.
+	ToolCalls  []any
+	ToolCallID string
 }
 
 // Options are the variables a template is rendered with besides messages.
@@ -72,6 +78,10 @@ type Options struct {
 	// BOS and EOS are the texts of the vocabulary's BOS and EOS tokens
 	// (bos_token and eos_token); see Specials.
 	BOS, EOS string
+	// Tools are the functions the model may call, as the API gave them
+	// (a list of {type: "function", function: {name, description,
+	// parameters}}): the template's tools variable, unset when empty.
+	Tools []any
 }
 
 // Template is a compiled chat template. It is immutable and safe for
@@ -107,13 +117,23 @@ func compile(source string) (t *jinja.Template, err error) {
 func (t *Template) Render(msgs []Message, o Options) (out string, err error) {
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		msg := map[string]any{"role": m.Role, "content": m.Content}
+		if len(m.ToolCalls) > 0 {
+			msg["tool_calls"] = m.ToolCalls
+		}
+		if m.ToolCallID != "" {
+			msg["tool_call_id"] = m.ToolCallID
+		}
+		list[i] = msg
 	}
 	data := map[string]any{
 		"messages":              list,
 		"add_generation_prompt": o.AddGenerationPrompt,
 		"bos_token":             o.BOS,
 		"eos_token":             o.EOS,
+	}
+	if len(o.Tools) > 0 {
+		data["tools"] = o.Tools
 	}
 	defer func() {
 		if r := recover(); r != nil {
