@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/jobs"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/sample"
@@ -479,7 +481,7 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 	msgs := make([]chat.Message, len(req.Messages))
 	contentBytes := 0
 	for i, m := range req.Messages {
-		if _, ok := ChatRole(m.Role); !ok {
+		if _, ok := jobs.ChatRole(m.Role); !ok {
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "Invalid role %q: expected system, developer, user, assistant or tool.", m.Role)
 		}
 		text, err := messageText(i, m.Content)
@@ -521,7 +523,7 @@ func (s *Server) chatJob(req *chatRequest) (*job, *apiError) {
 
 // calls reads the tool calls of a choice's text under tool_choice auto;
 // with parallel_tool_calls false only the first is kept.
-func (j *job) calls(text string) (*string, []ToolCall) {
+func (j *job) calls(text string) (*string, []jobs.ToolCall) {
 	content, calls := parseCalls(j.toolAuto, text)
 	if j.oneCall && len(calls) > 1 {
 		calls = calls[:1]
@@ -611,7 +613,7 @@ func (s *Server) runChoice(ctx context.Context, j *job, idx int, prompt []int32,
 		events <- event{index: idx, final: true, err: e}
 		return
 	}
-	stop := NewStopper(j.p.stops)
+	stop := jobs.NewStopper(j.p.stops)
 	ntok, textLen, stopped := 0, 0, false
 	for t, ok := st.Next(ctx); ok; t, ok = st.Next(ctx) {
 		if ntok == 0 && t.ID >= 0 {
@@ -706,7 +708,7 @@ func (s *Server) runBestOf(ctx context.Context, j *job, i int, prompt []int32, e
 			if n := len(h.Tokens); n > 0 && session.IsStopToken(s.tok, h.Tokens[n-1], j.p.stopTokens) {
 				ev.finish = sluice.FinishStop
 			}
-			stop := NewStopper(j.p.stops)
+			stop := jobs.NewStopper(j.p.stops)
 			text, hit := stop.Push(h.Text)
 			if hit {
 				ev.finish = sluice.FinishStop
@@ -726,8 +728,8 @@ func finishPtr(f string) *string {
 	return &f
 }
 
-func (s *Server) completionLPs(lps []tokenLP) *completionLogprobs {
-	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+func (s *Server) completionLPs(lps []tokenLP) *jobs.CompletionLogprobs {
+	out := &jobs.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	for _, e := range lps {
 		out.Tokens = append(out.Tokens, pieceText(s.tok, e.id))
 		out.TokenLogprobs = append(out.TokenLogprobs, e.lp)
@@ -744,14 +746,14 @@ func (s *Server) completionLPs(lps []tokenLP) *completionLogprobs {
 	return out
 }
 
-func (s *Server) chatLPs(lps []tokenLP) *chatLogprobs {
-	out := &chatLogprobs{Content: []chatTokenLogprob{}}
+func (s *Server) chatLPs(lps []tokenLP) *jobs.ChatLogprobs {
+	out := &jobs.ChatLogprobs{Content: []jobs.ChatTokenLogprob{}}
 	for _, e := range lps {
 		p := pieceText(s.tok, e.id)
-		c := chatTokenLogprob{Token: p, Logprob: e.lp, Bytes: byteList(p), TopLogprobs: []chatTopLogprob{}}
+		c := jobs.ChatTokenLogprob{Token: p, Logprob: e.lp, Bytes: byteList(p), TopLogprobs: []jobs.ChatTopLogprob{}}
 		for _, a := range e.top {
 			ap := pieceText(s.tok, a.id)
-			c.TopLogprobs = append(c.TopLogprobs, chatTopLogprob{Token: ap, Logprob: a.lp, Bytes: byteList(ap)})
+			c.TopLogprobs = append(c.TopLogprobs, jobs.ChatTopLogprob{Token: ap, Logprob: a.lp, Bytes: byteList(ap)})
 		}
 		out.Content = append(out.Content, c)
 	}
@@ -781,15 +783,15 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		writeError(w, fail)
 		return
 	}
-	u := NewUsage(promptTokens(j.prompts), ntok, sum(cached))
+	u := jobs.NewUsage(promptTokens(j.prompts), ntok, sum(cached))
 	if j.chat {
-		resp := ChatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []ChatChoice{}}
+		resp := jobs.ChatResponse{ID: j.id, Object: "chat.completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []jobs.ChatChoice{}}
 		for i := range total {
 			text := texts[i].String()
-			c := ChatChoice{Index: i, Message: &ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
+			c := jobs.ChatChoice{Index: i, Message: &jobs.ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: finishPtr(finish[i])}
 			if j.toolAuto != "" && finish[i] == sluice.FinishStop {
 				if content, calls := j.calls(text); len(calls) > 0 {
-					c.Message = &ChatMessageOut{Role: "assistant", Content: content, ToolCalls: calls}
+					c.Message = &jobs.ChatMessageOut{Role: "assistant", Content: content, ToolCalls: calls}
 					c.FinishReason = finishPtr("tool_calls")
 				}
 			}
@@ -799,7 +801,7 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 					writeError(w, internalError(err))
 					return
 				}
-				c.Message = &ChatMessageOut{Role: "assistant", ToolCalls: calls}
+				c.Message = &jobs.ChatMessageOut{Role: "assistant", ToolCalls: calls}
 				c.FinishReason = finishPtr("tool_calls")
 			}
 			if j.p.logprobs >= 0 {
@@ -810,13 +812,13 @@ func (s *Server) collect(w http.ResponseWriter, j *job, events <-chan event) {
 		writeJSON(w, resp)
 		return
 	}
-	resp := CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []CompletionChoice{}}
+	resp := jobs.CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Usage: u, Choices: []jobs.CompletionChoice{}}
 	for i := range total {
 		text := texts[i].String()
 		if j.echo != nil {
 			text = j.echo[i/j.p.n] + text
 		}
-		c := CompletionChoice{Text: text, Index: i, FinishReason: finishPtr(finish[i])}
+		c := jobs.CompletionChoice{Text: text, Index: i, FinishReason: finishPtr(finish[i])}
 		if j.p.logprobs >= 0 {
 			c.Logprobs = s.completionLPs(lps[i])
 		}
@@ -863,7 +865,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 	ntok, cached := 0, make([]int, len(j.prompts))
 	chunk := func(idx int, text string, lps []tokenLP, finish string) any {
 		if j.chat {
-			c := ChatChoice{Index: idx, Delta: &ChatMessageOut{}, FinishReason: finishPtr(finish)}
+			c := jobs.ChatChoice{Index: idx, Delta: &jobs.ChatMessageOut{}, FinishReason: finishPtr(finish)}
 			if !begun[idx] {
 				c.Delta.Role = "assistant"
 			}
@@ -874,17 +876,17 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 				c.Logprobs = s.chatLPs(lps)
 			}
 			begun[idx] = true
-			return ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []ChatChoice{c}}
+			return jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []jobs.ChatChoice{c}}
 		}
 		if !begun[idx] && j.echo != nil {
 			text = j.echo[idx/j.p.n] + text
 		}
 		begun[idx] = true
-		c := CompletionChoice{Text: text, Index: idx, FinishReason: finishPtr(finish)}
+		c := jobs.CompletionChoice{Text: text, Index: idx, FinishReason: finishPtr(finish)}
 		if lps != nil {
 			c.Logprobs = s.completionLPs(lps)
 		}
-		return CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []CompletionChoice{c}}
+		return jobs.CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []jobs.CompletionChoice{c}}
 	}
 	for ev := range events {
 		if ev.final && ev.err != nil {
@@ -928,8 +930,8 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			}
 			for k := range found {
 				found[k].Index = &k
-				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
-					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+				send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []jobs.ChatChoice{{Index: ev.index, Delta: &jobs.ChatMessageOut{ToolCalls: found[k : k+1]}}}})
 			}
 			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
@@ -960,8 +962,8 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 			}
 			for k := range found {
 				found[k].Index = &k
-				send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
-					Choices: []ChatChoice{{Index: ev.index, Delta: &ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+				send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+					Choices: []jobs.ChatChoice{{Index: ev.index, Delta: &jobs.ChatMessageOut{ToolCalls: found[k : k+1]}}}})
 			}
 			send(chunk(ev.index, "", nil, "tool_calls"))
 			continue
@@ -976,11 +978,11 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 		}
 	}
 	if j.p.usage {
-		u := NewUsage(promptTokens(j.prompts), ntok, sum(cached))
+		u := jobs.NewUsage(promptTokens(j.prompts), ntok, sum(cached))
 		if j.chat {
-			send(ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []ChatChoice{}, Usage: u})
+			send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model, Choices: []jobs.ChatChoice{}, Usage: u})
 		} else {
-			send(CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []CompletionChoice{}, Usage: u})
+			send(jobs.CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []jobs.CompletionChoice{}, Usage: u})
 		}
 	}
 	if werr == nil && started {

@@ -110,6 +110,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/jobs"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice"
@@ -157,7 +159,7 @@ type Server struct {
 	o       Options
 	eng     *sluice.Engine
 	tok     tokenizer.Tokenizer
-	chat    *ChatPrompt
+	chat    *jobs.ChatPrompt
 	chatIDs []int32  // the template's end-of-turn token ids
 	chatTxt []string // its end-of-turn markers the vocabulary lacks
 	created int64
@@ -216,7 +218,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, eng: o.Engine, tok: l.Tokenizer, created: time.Now().Unix()}
 	var err error
-	if s.chat, err = NewChatPrompt(o.Engine, o.Chat); err != nil {
+	if s.chat, err = jobs.NewChatPrompt(o.Engine, o.Chat); err != nil {
 		return nil, err
 	}
 	s.chatIDs, s.chatTxt = s.chat.Stops()

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/jobs"
+
 	"github.com/sluicehq/sluice/grammar"
 )
 
@@ -22,22 +24,6 @@ type toolSpec struct {
 		Parameters  json.RawMessage `json:"parameters"`
 		Strict      *bool           `json:"strict"`
 	} `json:"function"`
-}
-
-// ToolCall is one call in a message's tool_calls (Index only in a stream's
-// delta).
-type ToolCall struct {
-	Index    *int         `json:"index,omitempty"`
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function ToolFunction `json:"function"`
-}
-
-// ToolFunction is a call's function: its name and its arguments as a JSON
-// string, as OpenAI sends them.
-type ToolFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
 }
 
 // maxParallelCalls bounds the calls of one forced turn under "required"
@@ -198,7 +184,7 @@ func (s *Server) tools(req *chatRequest, p *params) (*toolPlan, *apiError) {
 // parseCalls reads the calls a choice wrote in the template family's
 // syntax: the text before the first call, as written, is the message's
 // content (nil when blank), as a stream sends it. No calls: the text is plain content.
-func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
+func parseCalls(syntax, text string) (content *string, calls []jobs.ToolCall) {
 	switch syntax {
 	case syntaxHermes:
 		rest := text
@@ -274,7 +260,7 @@ func parseCalls(syntax, text string) (content *string, calls []ToolCall) {
 		if err != nil {
 			return &text, nil
 		}
-		return nil, []ToolCall{c}
+		return nil, []jobs.ToolCall{c}
 	}
 	return &text, nil
 }
@@ -337,20 +323,20 @@ func callStart(syntax, text string, st *holdState) int {
 
 // forcedCalls reads a forced turn's output back: one call object, or an
 // array of them (tool_choice required with parallel calls).
-func forcedCalls(text string) ([]ToolCall, error) {
+func forcedCalls(text string) ([]jobs.ToolCall, error) {
 	t := strings.TrimSpace(text)
 	if !strings.HasPrefix(t, "[") {
 		c, err := toolCall(t)
 		if err != nil {
 			return nil, err
 		}
-		return []ToolCall{c}, nil
+		return []jobs.ToolCall{c}, nil
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal([]byte(t), &list); err != nil {
 		return nil, fmt.Errorf("the forced tool calls are not a JSON array: %w", err)
 	}
-	var calls []ToolCall
+	var calls []jobs.ToolCall
 	for _, raw := range list {
 		c, err := toolCall(string(raw))
 		if err != nil {
@@ -363,19 +349,19 @@ func forcedCalls(text string) ([]ToolCall, error) {
 
 // toolCall reads a forced call's output back: {"name", "arguments"} into
 // a tool call whose arguments are their compact JSON text.
-func toolCall(text string) (ToolCall, error) {
+func toolCall(text string) (jobs.ToolCall, error) {
 	var out struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal([]byte(text), &out); err != nil {
-		return ToolCall{}, fmt.Errorf("the forced tool call is not JSON: %w", err)
+		return jobs.ToolCall{}, fmt.Errorf("the forced tool call is not JSON: %w", err)
 	}
 	var args bytes.Buffer
 	if err := json.Compact(&args, out.Arguments); err != nil {
-		return ToolCall{}, fmt.Errorf("the forced tool call's arguments: %w", err)
+		return jobs.ToolCall{}, fmt.Errorf("the forced tool call's arguments: %w", err)
 	}
 	var id [12]byte
 	rand.Read(id[:])
-	return ToolCall{ID: "call_" + hex.EncodeToString(id[:]), Type: "function", Function: ToolFunction{Name: out.Name, Arguments: args.String()}}, nil
+	return jobs.ToolCall{ID: "call_" + hex.EncodeToString(id[:]), Type: "function", Function: jobs.ToolFunction{Name: out.Name, Arguments: args.String()}}, nil
 }

@@ -14,10 +14,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/batch"
-	"github.com/sluicehq/sluice/grammar"
+	"github.com/sluicehq/sluice/jobs"
 	"github.com/sluicehq/sluice/pipelines"
-	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/session"
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
@@ -171,13 +169,16 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	modelName := strings.TrimSuffix(filepath.Base(p.Model.Path), filepath.Ext(p.Model.Path))
-	rn := &batchRun{
-		e: e, w: batch.NewWriter(dst), openai: openaiOut, model: modelName,
-		todo: check.Todo, start: time.Now(),
-	}
+	rn := &batchRun{e: e, w: batch.NewWriter(dst), todo: check.Todo, start: time.Now()}
 	rn.progress(e)
-	so := p.SessionOptions().Sampling
-	var cp *server.ChatPrompt // the chat rendering, on the first chat line
+	var tmpl *chat.Template // nil: the model's own
+	if *tmplName != "" {
+		if tmpl, err = chat.Load(*tmplName); err != nil {
+			closeEngine(e, eng)
+			return err
+		}
+	}
+	rn.b = jobs.NewBatch(eng, jobs.BatchOptions{Template: tmpl, StopTokens: *eos, OpenAI: openaiOut, Model: modelName})
 	submitErr := func() error {
 		rd := batch.NewReader(src, name, f)
 		rd.SetIDPrefix(prefix)
@@ -197,72 +198,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				rn.fail(r, batch.CodeInvalidRequest, r.Err.Error())
 				continue
 			}
-			req := sluice.Request{ID: r.CustomID, Index: uint64(r.Line), MaxNewTokens: r.MaxTokens, Adapter: r.Adapter, BestOf: r.BestOf}
-			stops := r.Stop
-			if len(r.Messages) > 0 {
-				if cp == nil {
-					var tmpl *chat.Template
-					if *tmplName != "" {
-						if tmpl, err = chat.Load(*tmplName); err != nil {
-							return err
-						}
-					}
-					if cp, err = server.NewChatPrompt(eng, tmpl); err != nil {
-						return err
-					}
-				}
-				msgs := make([]chat.Message, len(r.Messages))
-				for i, m := range r.Messages {
-					msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-				}
-				if req.Tokens, err = cp.Tokens(msgs); err != nil {
-					rn.fail(r, batch.CodeInvalidRequest, fmt.Sprintf("%s:%d: %v", name, r.Line, err))
-					continue
-				}
-				ids, txt := cp.Stops()
-				req.StopTokens, stops = ids, append(append([]string(nil), stops...), txt...)
-			} else {
-				req.Prompt = r.Prompt
+			req, stops, err := rn.b.Request(r, name)
+			if err != nil {
+				rn.fail(r, batch.CodeInvalidRequest, err.Error())
+				continue
 			}
-			req.StopTokens = eos.stops(req.StopTokens)
-			if r.Temperature != nil || r.Seed != nil || r.TopP != nil || r.TopK != nil || r.MinP != nil {
-				o := so
-				if r.Temperature != nil {
-					o.Temperature = float32(*r.Temperature)
-				}
-				if r.TopP != nil {
-					o.TopP = float32(*r.TopP)
-				}
-				if r.TopK != nil {
-					o.TopK = *r.TopK
-				}
-				if r.MinP != nil {
-					o.MinP = float32(*r.MinP)
-				}
-				if r.Seed != nil {
-					o.Seed = *r.Seed
-				}
-				if err := o.Validate(); err != nil {
-					rn.fail(r, batch.CodeInvalidRequest, fmt.Sprintf("%s:%d: %v", name, r.Line, err))
-					continue
-				}
-				req.Sampling = &o
-			}
-			if len(r.Schema) > 0 || r.Grammar != "" {
-				// Compiled once per distinct constraint by the engine's
-				// cache; one it cannot enforce fails this line alone.
-				sp := &grammar.Spec{Schema: r.Schema, GBNF: r.Grammar}
-				if _, err := eng.Grammars().Matcher(*sp); err != nil {
-					what := "response_format"
-					if r.Grammar != "" {
-						what = "grammar"
-					}
-					rn.fail(r, batch.CodeInvalidRequest, fmt.Sprintf("%s:%d: %s: %v", name, r.Line, what, err))
-					continue
-				}
-				req.Grammar = sp
-			}
-			if err := rn.submit(ctx, eng, r, req, stops); err != nil {
+			if err := rn.b.Submit(ctx, req, stops, func(res sluice.Result) { rn.result(r, res) }); err != nil {
 				return err
 			}
 		}
@@ -338,12 +279,11 @@ func sameFile(a, b string) bool {
 
 // batchRun is one run's results: the writer, the counts and the progress.
 type batchRun struct {
-	e      *env
-	w      *batch.Writer
-	openai bool
-	model  string
-	todo   int
-	start  time.Time
+	e     *env
+	b     *jobs.Batch // the lines' requests and result lines
+	w     *batch.Writer
+	todo  int
+	start time.Time
 
 	mu           sync.Mutex // results come from the engine's goroutine and from bad lines
 	ok, errs     int
@@ -356,127 +296,17 @@ type batchRun struct {
 	lastDescribe time.Time
 }
 
-// submit runs one line. With stop strings its text is watched as it streams
-// (server.Stopper): the first one found ends the request at the next step.
-func (rn *batchRun) submit(ctx context.Context, eng *sluice.Engine, r batch.Request, req sluice.Request, stops []string) error {
-	if req.BestOf > 1 {
-		// No token streams while the candidates run: the best one's text is
-		// cut at the first stop string once it is known, and usage counts
-		// every candidate's tokens, as OpenAI's best_of does.
-		tok := eng.Loaded().Tokenizer
-		return eng.Submit(ctx, req, func(res sluice.Result) {
-			if res.Err == nil {
-				var cands [][]int32
-				for _, h := range res.Beams {
-					cands = append(cands, h.Tokens)
-				}
-				res.CompletionTokens = session.CandidateTokens(tok, cands, req.StopTokens)
-				if len(stops) > 0 {
-					st := server.NewStopper(stops)
-					text, hit := st.Push(res.Completion)
-					if hit {
-						res.Completion, res.Finish = text, sluice.FinishStop
-					}
-				}
-			}
-			rn.result(r, res)
-		})
-	}
-	if len(stops) == 0 {
-		return eng.Submit(ctx, req, func(res sluice.Result) { rn.result(r, res) })
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	st := server.NewStopper(stops)
-	var mu sync.Mutex // OnToken and done run on different stage goroutines
-	var text strings.Builder
-	hit := false
-	req.OnToken = func(_ int32, t string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if hit {
-			return
-		}
-		emit, found := st.Push(t)
-		text.WriteString(emit)
-		if found {
-			hit = true
-			cancel()
-		}
-	}
-	err := eng.Submit(rctx, req, func(res sluice.Result) {
-		defer cancel()
-		mu.Lock()
-		if hit {
-			res.Completion, res.Finish, res.Err = text.String(), sluice.FinishStop, nil
-		}
-		mu.Unlock()
-		rn.result(r, res)
-	})
-	if err != nil {
-		cancel()
-	}
-	return err
-}
-
-// result writes a finished request's line.
+// result writes a finished request's line (none for a cancelled one: the
+// run was interrupted, and a rerun does the line).
 func (rn *batchRun) result(r batch.Request, res sluice.Result) {
-	switch {
-	case res.Finish == sluice.FinishCancelled:
-		return // not a result: the run was interrupted, a rerun does this line
-	case res.Err != nil:
-		code := batch.CodeServerError
-		switch {
-		case errors.Is(res.Err, session.ErrPromptTooLong):
-			code = batch.CodeContextLength
-		case res.Finish == sluice.FinishTimeout:
-			code = batch.CodeTimeout
-		}
-		rn.fail(r, code, res.Err.Error())
-		return
+	if line, isErr, ok := rn.b.Line(r, res); ok {
+		rn.record(r.CustomID, line, isErr, res.CompletionTokens)
 	}
-	if !rn.openai {
-		out := batch.Result{CustomID: r.CustomID, Text: res.Completion, PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens, FinishReason: res.Finish}
-		if !res.FirstToken.IsZero() {
-			out.PrefillMS = float64(res.FirstToken.Sub(res.Start).Microseconds()) / 1000
-			out.DecodeMS = float64(res.End.Sub(res.FirstToken).Microseconds()) / 1000
-		}
-		rn.record(r.CustomID, out, false, res.CompletionTokens)
-		return
-	}
-	model := r.Model
-	if model == "" {
-		model = rn.model
-	}
-	u := server.NewUsage(res.PromptTokens, res.CompletionTokens, res.CachedTokens)
-	finish := res.Finish
-	created := res.End.Unix()
-	var body any
-	if len(r.Messages) > 0 {
-		text := res.Completion
-		body = server.ChatResponse{
-			ID: batch.NewID("chatcmpl-"), Object: "chat.completion", Created: created, Model: model, Usage: u,
-			Choices: []server.ChatChoice{{Index: 0, Message: &server.ChatMessageOut{Role: "assistant", Content: &text}, FinishReason: &finish}},
-		}
-	} else {
-		body = server.CompletionResponse{
-			ID: batch.NewID("cmpl-"), Object: "text_completion", Created: created, Model: model, Usage: u,
-			Choices: []server.CompletionChoice{{Text: res.Completion, Index: 0, FinishReason: &finish}},
-		}
-	}
-	line := batch.OpenAIResult{
-		ID: batch.NewID("batch_req_"), CustomID: r.CustomID,
-		Response: &batch.OpenAIResponse{StatusCode: 200, RequestID: batch.NewID("req_"), Body: body},
-	}
-	rn.record(r.CustomID, line, false, res.CompletionTokens)
 }
 
 // fail writes an error line.
 func (rn *batchRun) fail(r batch.Request, code, msg string) {
-	if rn.openai {
-		rn.record(r.CustomID, batch.OpenAIResult{ID: batch.NewID("batch_req_"), CustomID: r.CustomID, Error: &batch.OpenAIError{Code: code, Message: msg}}, true, 0)
-		return
-	}
-	rn.record(r.CustomID, batch.Result{CustomID: r.CustomID, Error: msg}, true, 0)
+	rn.record(r.CustomID, rn.b.ErrorLine(r, code, msg), true, 0)
 }
 
 func (rn *batchRun) record(id string, line any, isErr bool, tokens int) {
