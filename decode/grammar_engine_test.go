@@ -33,24 +33,6 @@ func propertySchemas(t *testing.T) []string {
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 
-func compileSchema(t *testing.T, src string) *jsonschema.Schema {
-	t.Helper()
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch
-}
-
 // submitAll submits every request at once and returns the results by index.
 func submitAll(t *testing.T, e *sluice.Engine, reqs []sluice.Request) []sluice.Result {
 	t.Helper()
@@ -106,7 +88,7 @@ func TestGrammarValidAlways(t *testing.T) {
 			t.Errorf("schema %d seed %d: output is not JSON: %q: %v", i/3, i%3, r.Completion, err)
 			continue
 		}
-		if err := compileSchema(t, src).Validate(inst); err != nil {
+		if err := testutil.Schema(t, src).Validate(inst); err != nil {
 			t.Errorf("schema %d seed %d: output does not validate: %s\n%v", i/3, i%3, r.Completion, err)
 		}
 	}
@@ -366,7 +348,7 @@ func TestGrammarPipelineDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("default: %q: %v", res[0].Completion, err)
 	}
-	if err := compileSchema(t, sameTextSchema).Validate(inst); err != nil {
+	if err := testutil.Schema(t, sameTextSchema).Validate(inst); err != nil {
 		t.Errorf("default: %q: %v", res[0].Completion, err)
 	}
 	if res[1].Completion != "no" || res[1].Finish != sluice.FinishStop {
@@ -403,7 +385,7 @@ func TestGrammarBestOf(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", r.Completion, err)
 		}
-		if err := compileSchema(t, sameTextSchema).Validate(inst); err != nil {
+		if err := testutil.Schema(t, sameTextSchema).Validate(inst); err != nil {
 			t.Errorf("%q: %v", r.Completion, err)
 		}
 	}

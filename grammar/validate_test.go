@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -76,19 +78,7 @@ func TestAcceptedValidates(t *testing.T) {
 	for i, src := range propertySchemas {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			g := mustSchema(t, src)
-			c := jsonschema.NewCompiler()
-			c.AssertFormat()
-			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.AddResource("schema.json", doc); err != nil {
-				t.Fatal(err)
-			}
-			sch, err := c.Compile("schema.json")
-			if err != nil {
-				t.Fatal(err)
-			}
+			sch := testutil.Schema(t, src)
 			m := NewMatcher(g, v)
 			done := 0
 			for seed := range uint64(60) {

@@ -20,24 +20,6 @@ import (
 	"github.com/sluicehq/sluice/tokenizer/chat"
 )
 
-func validator(t *testing.T, src string) *jsonschema.Schema {
-	t.Helper()
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func schemaFormat(t *testing.T, src string) openai.ChatCompletionNewParamsResponseFormatUnion {
 	t.Helper()
 	var schema map[string]any
@@ -81,7 +63,7 @@ func TestResponseFormatValid(t *testing.T) {
 			t.Errorf("schema %d seed %d: not JSON: %q", i, seed, out)
 			return
 		}
-		if err := validator(t, src).Validate(inst); err != nil {
+		if err := testutil.Schema(t, src).Validate(inst); err != nil {
 			t.Errorf("schema %d seed %d: %q does not validate: %v", i, seed, out, err)
 		}
 	}
@@ -165,7 +147,7 @@ func TestResponseFormatStreamAndGrammar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validator(t, schema).Validate(inst); err != nil {
+	if err := testutil.Schema(t, schema).Validate(inst); err != nil {
 		t.Fatalf("%q: %v", out, err)
 	}
 	st := f.client.Chat.Completions.NewStreaming(ctx, p)

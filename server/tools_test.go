@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -52,7 +54,7 @@ func TestToolCallsForced(t *testing.T) {
 	}
 	f := newFixture(t, server.Options{Engine: enginetest.Plain(t, l, 0.8, 1), Chat: tmpl})
 	ctx := context.Background()
-	params := map[string]*jsonschema.Schema{"get_weather": validator(t, weatherParams), "get_time": validator(t, timeParams)}
+	params := map[string]*jsonschema.Schema{"get_weather": testutil.Schema(t, weatherParams), "get_time": testutil.Schema(t, timeParams)}
 	checkCall := func(name, want, got, args string) {
 		t.Helper()
 		if want != "" && got != want {
@@ -229,7 +231,7 @@ func TestToolCallsAuto(t *testing.T) {
 			if err != nil || tc.Function.Name != "get_weather" {
 				t.Fatalf("call %+v: %v", tc, err)
 			}
-			if err := validator(t, weatherParams).Validate(inst); err != nil {
+			if err := testutil.Schema(t, weatherParams).Validate(inst); err != nil {
 				t.Errorf("arguments %s: %v", tc.Function.Arguments, err)
 			}
 			if fam.name == "hermes" && c.Message.Content != "Let me check. " {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -107,7 +109,7 @@ func TestGenerateConstrained(t *testing.T) {
 	schemas := strings.Split(strings.TrimSpace(string(b)), "\n")
 	stopped, runs := 0, 0
 	for i := 0; i < len(schemas); i += 6 {
-		sch := compileTestSchema(t, schemas[i])
+		sch := testutil.Schema(t, schemas[i])
 		for seed := 1; seed <= 3; seed++ {
 			out, stderr, err := cli(t, "", "generate", "-m", bin, "--tokenizer", tok, "--temp", "0.8", "--seed", strconv.Itoa(seed),
 				"-n", "200", "-p", "Once upon a time", "--json", "--json-schema", schemas[i])
@@ -163,24 +165,6 @@ func TestGenerateConstrained(t *testing.T) {
 			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
 		}
 	}
-}
-
-func compileTestSchema(t *testing.T, src string) *jsonschema.Schema {
-	t.Helper()
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // bench under --json-schema masks every row and reports the mask time.
@@ -266,7 +250,7 @@ func TestRunConstrained(t *testing.T) {
 			t.Errorf("%s: not JSON: %q", r.CustomID, r.Text)
 			continue
 		}
-		if err := compileTestSchema(t, schemas[i]).Validate(inst); err != nil {
+		if err := testutil.Schema(t, schemas[i]).Validate(inst); err != nil {
 			t.Errorf("%s: %q does not validate: %v", r.CustomID, r.Text, err)
 		}
 	}
