@@ -888,6 +888,16 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 		}
 		return jobs.CompletionResponse{ID: j.id, Object: "text_completion", Created: j.created, Model: s.o.Model, Choices: []jobs.CompletionChoice{c}}
 	}
+	// sendCalls streams a choice's tool calls, one delta each, then its
+	// finish reason.
+	sendCalls := func(idx int, found []jobs.ToolCall) {
+		for k := range found {
+			found[k].Index = &k
+			send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
+				Choices: []jobs.ChatChoice{{Index: idx, Delta: &jobs.ChatMessageOut{ToolCalls: found[k : k+1]}}}})
+		}
+		send(chunk(idx, "", nil, "tool_calls"))
+	}
 	for ev := range events {
 		if ev.final && ev.err != nil {
 			if !started {
@@ -928,12 +938,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 				send(chunk(ev.index, "", nil, ev.finish))
 				continue
 			}
-			for k := range found {
-				found[k].Index = &k
-				send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
-					Choices: []jobs.ChatChoice{{Index: ev.index, Delta: &jobs.ChatMessageOut{ToolCalls: found[k : k+1]}}}})
-			}
-			send(chunk(ev.index, "", nil, "tool_calls"))
+			sendCalls(ev.index, found)
 			continue
 		}
 		if j.toolCall {
@@ -960,12 +965,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, events <-chan event, canc
 				}{internalError(err)})
 				continue
 			}
-			for k := range found {
-				found[k].Index = &k
-				send(jobs.ChatResponse{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: s.o.Model,
-					Choices: []jobs.ChatChoice{{Index: ev.index, Delta: &jobs.ChatMessageOut{ToolCalls: found[k : k+1]}}}})
-			}
-			send(chunk(ev.index, "", nil, "tool_calls"))
+			sendCalls(ev.index, found)
 			continue
 		}
 		if ev.text != "" || ev.lps != nil || (j.chat && !begun[ev.index]) {
