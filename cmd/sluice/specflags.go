@@ -74,7 +74,8 @@ func (f *specFlags) beam() (*beamsearch.Options, error) {
 }
 
 // noBeams refuses the beam-search flags on a command that does not run beam
-// search (run, bench), rather than building a beam stage no request uses.
+// search (run, bench: their requests are built without them), rather than
+// ignoring them.
 func (f *specFlags) noBeams(cmd string) error {
 	set := setFlags(f.fs)
 	for _, k := range []string{"beams", "num-return", "length-penalty", "early-stopping"} {
@@ -85,18 +86,13 @@ func (f *specFlags) noBeams(cmd string) error {
 	return nil
 }
 
-// apply adds the draft_tree and verify stages, or the beam stage (unless the
-// pipeline has them), and the [draft] model, as the flags say.
+// apply adds the draft_tree and verify stages (unless the pipeline has
+// them) and the [draft] model, and for beam search room for a KV sequence
+// per beam, as the flags say. Beam search needs no stage: it is a request
+// strategy every pipeline has (decode.Beam).
 func (f *specFlags) apply(p *pipelines.Pipeline) error {
 	set := setFlags(f.fs)
 	if *f.beams > 0 {
-		if _, ok := p.StageOfKind(pipelines.KindBeam); !ok {
-			emb := slices.IndexFunc(p.Stages, func(s pipelines.StageSpec) bool { return s.Kind == pipelines.KindEmbed })
-			if emb < 0 {
-				return fmt.Errorf("--beams: %s has no embed stage to put the beam stage before", p.Source)
-			}
-			p.Stages = slices.Insert(p.Stages, emb, pipelines.StageSpec{ID: "beam", Kind: pipelines.KindBeam, Buffer: 1, Workers: 1})
-		}
 		if p.Scheduler() != nil && p.Scheduler().MaxInFlight < *f.beams {
 			p.Scheduler().MaxInFlight = *f.beams // one KV sequence per beam
 		}
