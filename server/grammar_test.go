@@ -69,6 +69,9 @@ func TestResponseFormatValid(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i, src := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if testing.Short() && i%4 != 0 {
+			continue // the race, purego and simd builds: every fourth schema
+		}
 		for seed := range int64(3) {
 			wg.Add(1)
 			go func() {
