@@ -31,10 +31,17 @@ import (
 func metric(t *testing.T, base, name string) float64 {
 	t.Helper()
 	var b []byte
+	// A fresh connection per attempt, retried: a server at its
+	// --max-conns refuses one until it has noticed a closed one go, and a
+	// pooled idle connection can be closed under the request.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		resp, err := http.Get(base + "/metrics")
+		resp, err := client.Get(base + "/metrics")
 		if err != nil {
-			t.Fatal(err)
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			continue
 		}
 		b, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
