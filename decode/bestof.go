@@ -35,6 +35,7 @@ type BestOf struct {
 	kv   *kvcache.Cache
 	runs map[*session.Session]*bestOfRun
 	sc2  sample.Scratch
+	hist []int32 // a candidate's history, reused step to step
 }
 
 type bestOfRun struct {
@@ -145,13 +146,13 @@ func (b *BestOf) step(q *session.Session, r *bestOfRun, st *sched.Step) error {
 	q.Cached = len(q.Tokens) // the fed rows are history now
 	prompt := q.Tokens[:q.NPrompt]
 	o := q.Sampler().Options()
-	hist := make([]int32, 0, q.NPrompt+q.Context())
 	for c := range r.cands {
 		cd := &r.cands[c]
 		if cd.done {
 			continue
 		}
-		hist = append(append(hist[:0], prompt...), cd.toks...)
+		b.hist = append(append(b.hist[:0], prompt...), cd.toks...)
+		hist := b.hist
 		logits := st.Logits(cd.out)
 		var tok int32
 		var err error

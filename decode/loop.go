@@ -108,7 +108,7 @@ func NewLoop(sc *sched.Scheduler, o Options) *Loop {
 		owner:  map[*session.Session]Strategy{},
 		mine:   map[Strategy][]int{},
 	}
-	l.requests = builtinRequests(sc, o)
+	l.requests = builtinRequests(sc)
 	l.all = append([]Strategy{l.engine}, l.requests...)
 	return l
 }
