@@ -206,6 +206,7 @@ func TestGrammarSameText(t *testing.T) {
 // decided by Advance, not by the mask). A mask that lets a wrong token in or
 // keeps a right one out fails.
 func TestGrammarDistribution(t *testing.T) {
+	testutil.SkipRace(t, "the chi-square test of masked draws")
 	l := enginetest.Stories(t, 1)
 	e := enginetest.Plain(t, l, 0, 0)
 	const prompt = "Once upon a time, there was a"

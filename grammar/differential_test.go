@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // randRegex returns the same random regular language as GBNF and as a Go
@@ -90,6 +92,7 @@ func TestDifferentialRegex(t *testing.T) {
 // JSON strings with Go's regexp on the decoded text, on random patterns
 // and texts with characters JSON must escape.
 func TestDifferentialPattern(t *testing.T) {
+	testutil.SkipRace(t, "the pattern differential against regexp")
 	r := rand.New(rand.NewPCG(78, 1))
 	alphabet := []string{"a", "b", "c", "é", "\n", `"`, `\`}
 	built := 0

@@ -87,6 +87,7 @@ func TestGenerateSeed(t *testing.T) {
 
 // Must show 4: llama.cpp's tokenizer test vectors through `sluice tokenize`.
 func TestTokenizeVocabGoldens(t *testing.T) {
+	testutil.SkipRace(t, "llama.cpp's tokenizer goldens case by case")
 	dir := filepath.Dir(testutil.Model(t, "llama-cpp-vocab"))
 	for _, name := range []string{"llama-spm", "phi-3", "gpt-2"} {
 		t.Run(name, func(t *testing.T) {

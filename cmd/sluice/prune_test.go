@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/compress/prune"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -26,6 +27,7 @@ func readDense(t *testing.T, path string, ti tensor.Info) []float32 {
 }
 
 func TestPruneStories(t *testing.T) {
+	testutil.SkipRace(t, "pruning stories260K every way")
 	bin, tok, gg, _ := stories(t)
 	tmp := t.TempDir()
 	for _, tc := range []struct {

@@ -197,6 +197,7 @@ const kqSeed = 7
 // that quantize activations to Q8_K as llama.cpp does, and fed llama.cpp's
 // text sluice must pick llama.cpp's token or one within a near-tie of it.
 func TestQuantizeMixRunsInLlamaCpp(t *testing.T) {
+	testutil.SkipRace(t, "the K-quant mixes' greedy ids against llama.cpp's")
 	want := readKQGolden(t)
 	dir := t.TempDir()
 	in := kqFile(t, dir, "llama3", kqSeed)

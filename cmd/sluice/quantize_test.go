@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/compress/quant"
 	"github.com/sluicehq/sluice/format/gguf"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/model/ref"
@@ -94,6 +95,7 @@ func fileSize(t *testing.T, path string) int64 {
 // stay f32 when q8_0/q4_0 cannot hold 172 columns, as the output says), int8/
 // int4 weights decode within s/2 of the original, and inspect names the type.
 func TestQuantizeStories(t *testing.T) {
+	testutil.SkipRace(t, "quantizing stories260K to every type")
 	bin, tok, gg, _ := stories(t)
 	tmp := t.TempDir()
 	inputs := []struct {

@@ -116,3 +116,16 @@ func Golden(t testing.TB, name string, got []byte) {
 // HaveModel reports whether Model would find rel, for tests and fuzz seeds
 // that use a real file when there is one and go on without it.
 func HaveModel(rel string) bool { return modelPath(rel) != "" }
+
+// SkipRace skips a test in the -race build. It is for tests that spend
+// their time in one goroutine's arithmetic (statistics over many draws,
+// golden files run case by case, whole-model rewrites): the race detector
+// can find nothing in them that the concurrent tests do not cover, it only
+// makes them slow, and the default build runs them whole. why says what the
+// test checks, for the skip message.
+func SkipRace(t testing.TB, why string) {
+	t.Helper()
+	if Race {
+		t.Skipf("-race build: %s runs in one goroutine; the default build checks it", why)
+	}
+}
