@@ -116,6 +116,13 @@ func (p *Processor) node(history []int32) (*pnode, error) {
 				break
 			}
 		}
+		if c == nil && n.s.Ended() {
+			// Past an end token (a draft tree grows past one): every row
+			// there is after the end, left as it is (Process).
+			c = &pnode{tok: t, depth: n.depth + 1, s: n.s, up: n}
+			n.kids = append(n.kids, c)
+			p.nodes++
+		}
 		if c == nil {
 			s, ok := p.m.Advance(n.s, t)
 			if !ok && p.isEnd(t) && p.m.CanEnd(n.s) {
@@ -158,7 +165,7 @@ func (p *Processor) isEnd(t int32) bool {
 
 // Process sets to -Inf the logit of every token the grammar does not allow
 // after history, and of the ids past the vocabulary (a model's padded
-// rows). A row after an end token is left as it is (see above). A row where no token is allowed is an error wrapping ErrNoToken,
+// rows). A row at or past an end token is left as it is (see above). A row where no token is allowed is an error wrapping ErrNoToken,
 // never a row of -Inf for the sampler to turn into NaN.
 func (p *Processor) Process(logits []float32, history []int32) error {
 	var t0 time.Time

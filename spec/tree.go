@@ -105,6 +105,8 @@ type Node struct {
 //		// root+Depth, parent = its parent's draft KV slot (ParentSlot);
 //		// its output is the distribution over ids[i]'s children
 //		t.Add(dists)
+//		// where a constraint allows one token only after a new node:
+//		t.Force(id, forcedRun)        // no draft pass for those
 //	}
 //	nodes, parents := t.Order()       // one target batch, root row first
 //	path, emitted, _ := t.Verify(next) // next samples with the target
@@ -113,10 +115,13 @@ type Node struct {
 // KV bookkeeping is the engine's. Draft cache: the first pass's row is the
 // root's token extending the draft's committed tail; every later row's
 // parent is the draft slot of its parent node (input.Batch.ParentSlot), so
-// only expanded nodes have draft slots. Target cache: the root row then the
+// only nodes fed to the draft have draft slots: the ones a pass expanded,
+// and the nodes of a forced chain (and the node above it), which the pass
+// that expands the chain's last node feeds before it as rows without
+// logits (input.Batch.Parent links them). Target cache: the root row then the
 // Order rows, in one pass. After Verify, CommitPath the target slots of
 // path; in the draft cache CommitPath the longest prefix of path whose nodes
-// were expanded, and feed the draft the rest of emitted (except the last
+// were fed, and feed the draft the rest of emitted (except the last
 // token, the new root, which the next tree's first pass feeds) as plain
 // rows. Nodes pushed out of the budget may hold draft slots; CommitPath
 // drops them with the rest of the tree.
@@ -170,6 +175,10 @@ func (t *Tree) Options() TreeOptions { return t.o }
 // Node returns a copy of node id, for the engine to read its token, parent,
 // depth and score when it builds a batch.
 func (t *Tree) Node(id int32) Node { return t.nodes[id] }
+
+// Ids is the number of node ids given out so far, the root's and dropped
+// nodes' included: the next node added gets id Ids().
+func (t *Tree) Ids() int { return len(t.nodes) }
 
 // Len is the number of live draft nodes (the root excluded), at most Budget.
 func (t *Tree) Len() int { return t.live }
