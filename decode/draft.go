@@ -155,7 +155,7 @@ type SpecStats struct {
 	// entered the tree without a draft pass of their own (chain drafts:
 	// the chain, likewise).
 	ForcedNodes int64
-	MaxDepth    int   // deepest accepted path
+	MaxDepth    int // deepest accepted path
 	// KV is the draft cache's budget counters (zero without a budget);
 	// Prefix its prefix cache's (zero without one).
 	KV           kvcache.SpillStats
@@ -221,7 +221,7 @@ type seqState struct {
 	q     []sample.Dist
 	// chainFed is how many of chain the draft has seen (chain mode).
 	chainFed int
-	open  bool // a draft tree is open in the draft cache
+	open     bool // a draft tree is open in the draft cache
 	// fedNodes counts this round's tree nodes fed to the draft (each holds
 	// a draft slot, even once the budget pushes it out).
 	fedNodes int

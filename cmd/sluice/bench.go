@@ -176,9 +176,9 @@ type specReport struct {
 	// draft passes per generated token.
 	ForcedNodes         int64   `json:"forced_draft_nodes"`
 	DraftPassesPerToken float64 `json:"draft_passes_per_token"`
-	MaxAccepted   int     `json:"max_accepted_depth"`
-	DraftSeconds  float64 `json:"draft_seconds"`
-	TotalSeconds  float64 `json:"total_seconds"` // wall time of the runs, draft included
+	MaxAccepted         int     `json:"max_accepted_depth"`
+	DraftSeconds        float64 `json:"draft_seconds"`
+	TotalSeconds        float64 `json:"total_seconds"` // wall time of the runs, draft included
 }
 
 func stats(xs []float64) benchStats {
