@@ -30,7 +30,7 @@ func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx [
 	for j, i := range idx {
 		q := st.Spans[i].S
 		s := d.seqs[q]
-		s.chain, s.q, s.chainFed = s.chain[:0], s.q[:0], 0
+		s.chain, s.q, s.chainFed, s.chainForced = s.chain[:0], s.q[:0], 0, s.chainForced[:0]
 		hist[j] = slices.Clone(q.Tokens)
 	}
 	// out[j] is the output row of session j in the pass just run, -1 when
@@ -80,6 +80,7 @@ func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx [
 			u := spec.KeyedUniforms(o.Seed, q.Req.Index, uint64(len(q.Tokens)))
 			x := spec.Draw(dist, u(len(s.chain), spec.StreamDraft))
 			s.q, s.chain, hist[j] = append(s.q, dist), append(s.chain, x), append(hist[j], x)
+			s.chainForced = append(s.chainForced, false)
 			for len(s.chain) < d.o.DraftMax {
 				f, ok := q.Forced(hist[j])
 				if !ok || q.Stops(f) {
@@ -87,6 +88,7 @@ func (chainMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx [
 				}
 				s.q = append(s.q, sample.Dist{IDs: []int32{f}, Probs: []float32{1}})
 				s.chain, hist[j] = append(s.chain, f), append(hist[j], f)
+				s.chainForced = append(s.chainForced, true)
 				d.mu.Lock()
 				d.stats.ForcedNodes++
 				d.mu.Unlock()
@@ -164,6 +166,11 @@ func verifyChain(d *Speculative, sp *sched.Span, s *seqState, logits func(int32)
 			return nil, nil, fmt.Errorf("draft cache: %w", err)
 		}
 		s.fed = int32(q.Cached) + 1 + int32(fedDraft)
+	}
+	if acc < len(s.chainForced) && s.chainForced[acc] {
+		d.mu.Lock()
+		d.stats.ForcedMissed++
+		d.mu.Unlock()
 	}
 	d.count(emitted, acc)
 	return keep, accept, nil

@@ -155,6 +155,11 @@ type SpecStats struct {
 	// entered the tree without a draft pass of their own (chain drafts:
 	// the chain, likewise).
 	ForcedNodes int64
+	// ForcedMissed counts verifications that reached a forced node's
+	// parent and took another token: never, unless the forced token was
+	// wrong (verification still emits the target's, so the text is right;
+	// the tests hold this at 0).
+	ForcedMissed int64
 	MaxDepth    int // deepest accepted path
 	// KV is the draft cache's budget counters (zero without a budget);
 	// Prefix its prefix cache's (zero without one).
@@ -219,8 +224,10 @@ type seqState struct {
 	// chain and lookup
 	chain []int32
 	q     []sample.Dist
-	// chainFed is how many of chain the draft has seen (chain mode).
-	chainFed int
+	// chainFed is how many of chain the draft has seen (chain mode);
+	// chainForced marks the chain's forced tokens.
+	chainFed    int
+	chainForced []bool
 	open     bool // a draft tree is open in the draft cache
 	// fedNodes counts this round's tree nodes fed to the draft (each holds
 	// a draft slot, even once the budget pushes it out).

@@ -225,8 +225,8 @@ func TestGrammarSameText(t *testing.T) {
 				if st.Rounds == 0 || st.TokensPerPass() <= 1 {
 					t.Errorf("%s: %.2f tokens per target pass: the draft did nothing", name, st.TokensPerPass())
 				}
-				if (st.ForcedNodes > 0) != (edit == nil) {
-					t.Errorf("%s: %d forced draft nodes", name, st.ForcedNodes)
+				if (st.ForcedNodes > 0) != (edit == nil) || st.ForcedMissed != 0 {
+					t.Errorf("%s: %d forced draft nodes, %d of them missed by the target", name, st.ForcedNodes, st.ForcedMissed)
 				}
 				var toks int
 				for _, r := range rs {
@@ -236,9 +236,9 @@ func TestGrammarSameText(t *testing.T) {
 				t.Logf("%s: %.2f tokens per verifying pass, %.3f draft passes per token, %d forced nodes", name, st.TokensPerPass(), passes[k], st.ForcedNodes)
 				e.Close()
 			}
-			if passes[0] >= passes[1] {
-				t.Errorf("specexec budget %d: %.3f draft passes per token with jump-forward, %.3f without: forced nodes should need none", budget, passes[0], passes[1])
-			}
+			// Draft passes are batched across sessions, so their count
+			// depends on which sessions shared a step: logged, not held.
+			t.Logf("specexec budget %d: %.3f draft passes per token with jump-forward, %.3f without", budget, passes[0], passes[1])
 		}
 		for _, mode := range []string{"chain", "lookup"} {
 			for _, edit := range []func(*pipelines.Pipeline){nil, noJump} {
@@ -254,6 +254,9 @@ func TestGrammarSameText(t *testing.T) {
 					w = append(w, wantID[r.ID])
 				}
 				compare(fmt.Sprintf("%s threads %d jump-forward %v", mode, threads, edit == nil), got, w)
+				if st := e.SpecStats(); st.ForcedMissed != 0 || mode == "chain" && (st.ForcedNodes > 0) != (edit == nil) {
+					t.Errorf("%s jump-forward %v: %d forced draft tokens, %d missed by the target", mode, edit == nil, st.ForcedNodes, st.ForcedMissed)
+				}
 				e.Close()
 			}
 		}

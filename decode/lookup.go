@@ -40,7 +40,7 @@ func (lookupMode) grow(_ context.Context, d *Speculative, st *sched.Step, idx []
 				hist = append(hist, x)
 			}
 		}
-		s.q = s.q[:0]
+		s.q, s.chainForced = s.q[:0], s.chainForced[:0]
 		for _, x := range s.chain {
 			s.q = append(s.q, sample.Dist{IDs: []int32{x}, Probs: []float32{1}})
 		}

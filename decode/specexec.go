@@ -268,6 +268,22 @@ func (treeMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(
 		}
 	}
 	s.fed = int32(q.Cached) + 1 + int32(len(dkeep))
+	// A node with a forced child has no other: the walk can leave the
+	// forced chain only at its end, where it stopped.
+	last := int32(0)
+	if len(path) > 0 {
+		last = path[len(path)-1]
+	}
+	if s.tree.Node(last).Expanded {
+		for id := last + 1; id < int32(s.tree.Ids()); id++ {
+			if n := s.tree.Node(id); n.Forced && n.Live && n.Parent == last {
+				d.mu.Lock()
+				d.stats.ForcedMissed++
+				d.mu.Unlock()
+				break
+			}
+		}
+	}
 	d.count(q.Keeps(emitted), len(path))
 	return keep, emitted, nil
 }
