@@ -160,7 +160,7 @@ type SpecStats struct {
 	// wrong (verification still emits the target's, so the text is right;
 	// the tests hold this at 0).
 	ForcedMissed int64
-	MaxDepth    int // deepest accepted path
+	MaxDepth     int // deepest accepted path
 	// KV is the draft cache's budget counters (zero without a budget);
 	// Prefix its prefix cache's (zero without one).
 	KV           kvcache.SpillStats
@@ -228,7 +228,7 @@ type seqState struct {
 	// chainForced marks the chain's forced tokens.
 	chainFed    int
 	chainForced []bool
-	open     bool // a draft tree is open in the draft cache
+	open        bool // a draft tree is open in the draft cache
 	// fedNodes counts this round's tree nodes fed to the draft (each holds
 	// a draft slot, even once the budget pushes it out).
 	fedNodes int
