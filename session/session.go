@@ -384,9 +384,9 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 // with reason stop), at the length limit or the context's end (reason
 // length), and as soon as the request's context is done (a stop string
 // found by OnToken cancels it; one token per pass would stop there at the
-// next step). A forced token's logits are never computed, so a model that
-// puts NaN in that row, which the sampler would have refused, is not caught
-// there (the next sampled row of the same pass is).
+// next step). A forced token's row of logits is never computed, so a row
+// the sampler would have refused there (NaN from a broken model) goes
+// unnoticed at that position; only the span's last row is checked.
 func (s *Session) JumpForward() int {
 	n := 0
 	for !s.Done() && s.Ctx.Err() == nil {
