@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -342,5 +343,83 @@ func TestTreeForceBudgetDepthAndState(t *testing.T) {
 	}
 	if tr.Node(2).Expanded {
 		t.Error("B was marked expanded though nothing was forced below it")
+	}
+}
+
+// Random growth with forced chains keeps the tree's invariants: at most
+// Budget live nodes, none deeper than MaxDepth, every live node's parent
+// live (a dropped node has no live children), a forced node's score its
+// parent's, a node with a forced child no other child, and Order listing
+// parents before children.
+func TestTreeForceInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 300 {
+		o := TreeOptions{Budget: 1 + rng.IntN(12), MaxDepth: 1 + rng.IntN(6), MaxBeams: 1 + rng.IntN(3), Branch: 1 + rng.IntN(3), Decay: []float64{0, .5, .9}[rng.IntN(3)]}
+		tr, _ := NewTree(0, o)
+		for pass := 0; ; pass++ {
+			ids, err := tr.Expand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			from := tr.Ids()
+			dists := make([]sample.Dist, len(ids))
+			for i := range dists {
+				p := make([]float32, 10)
+				for j := range p {
+					p[j] = rng.Float32()
+				}
+				dists[i] = sample.Dist{Probs: p}
+			}
+			if err := tr.Add(dists); err != nil {
+				t.Fatal(err)
+			}
+			for id := int32(from); id < int32(tr.Ids()); id++ {
+				if n := tr.Node(id); n.Live && !n.Expanded && rng.IntN(2) == 0 {
+					run := make([]int32, rng.IntN(5))
+					for k := range run {
+						run[k] = int32(rng.IntN(10))
+					}
+					if _, err := tr.Force(id, run); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if tr.Len() > o.Budget {
+			t.Fatalf("trial %d: %d live nodes, budget %d", trial, tr.Len(), o.Budget)
+		}
+		kids := map[int32][]int32{}
+		for id := int32(1); id < int32(tr.Ids()); id++ {
+			n := tr.Node(id)
+			if !n.Live {
+				continue
+			}
+			p := tr.Node(n.Parent)
+			switch {
+			case !p.Live:
+				t.Fatalf("trial %d: live node %d under dropped node %d", trial, id, n.Parent)
+			case int(n.Depth) > o.MaxDepth || n.Depth != p.Depth+1:
+				t.Fatalf("trial %d: node %d at depth %d under depth %d (max %d)", trial, id, n.Depth, p.Depth, o.MaxDepth)
+			case n.Forced && n.LogP != p.LogP:
+				t.Fatalf("trial %d: forced node %d scores %g, its parent %g", trial, id, n.LogP, p.LogP)
+			}
+			kids[n.Parent] = append(kids[n.Parent], id)
+		}
+		for parent, ks := range kids {
+			for _, k := range ks {
+				if tr.Node(k).Forced && len(ks) != 1 {
+					t.Fatalf("trial %d: node %d has a forced child and %d children", trial, parent, len(ks))
+				}
+			}
+		}
+		nodes, parents := tr.Order()
+		for i, p := range parents {
+			if p >= int32(i) || (p >= 0 && tr.Node(nodes[i]).Parent != nodes[p]) {
+				t.Fatalf("trial %d: Order row %d has parent row %d", trial, i, p)
+			}
+		}
 	}
 }
