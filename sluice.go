@@ -82,7 +82,11 @@ type Result struct {
 	PromptTokens, CompletionTokens int
 	// CachedTokens are the prompt tokens the prefix cache supplied (not
 	// computed for this request).
-	CachedTokens           int
+	CachedTokens int
+	// JumpedTokens are the completion tokens a grammar forced and
+	// jump-forward took without a target pass of their own
+	// (session.Session.JumpForward).
+	JumpedTokens           int
 	Finish                 string // FinishStop, FinishLength, …
 	Err                    error  // set for FinishError, FinishCancelled and FinishTimeout
 	Start, FirstToken, End time.Time
@@ -345,7 +349,7 @@ func (e *Engine) sink(_ context.Context, r stages.Result) error {
 	e.mu.Unlock()
 	res := Result{
 		ID: q.Req.ID, Text: r.Text, Completion: r.Completion, Tokens: q.Tokens,
-		PromptTokens: q.NPrompt, CompletionTokens: q.Generated(), CachedTokens: q.CachedTokens,
+		PromptTokens: q.NPrompt, CompletionTokens: q.Generated(), CachedTokens: q.CachedTokens, JumpedTokens: q.Jumped,
 		Finish: q.Finish, Err: q.Err, Start: q.Start, FirstToken: q.FirstToken, End: q.End,
 	}
 	for _, h := range q.Beams {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -150,7 +151,16 @@ type SpecStats struct {
 	Emitted     int64 // tokens those passes emitted that the sessions kept (not cut by a stop or the length)
 	DraftNodes  int64 // draft rows put into target batches
 	DraftPasses int64 // draft model forward passes
-	MaxDepth    int   // deepest accepted path
+	// ForcedNodes are draft nodes a grammar forced (jump-forward): they
+	// entered the tree without a draft pass of their own (chain drafts:
+	// the chain, likewise).
+	ForcedNodes int64
+	// ForcedMissed counts verifications that reached a forced node's
+	// parent and took another token: never, unless the forced token was
+	// wrong (verification still emits the target's, so the text is right;
+	// the tests hold this at 0).
+	ForcedMissed int64
+	MaxDepth     int // deepest accepted path
 	// KV is the draft cache's budget counters (zero without a budget);
 	// Prefix its prefix cache's (zero without one).
 	KV           kvcache.SpillStats
@@ -214,10 +224,36 @@ type seqState struct {
 	// chain and lookup
 	chain []int32
 	q     []sample.Dist
-	open  bool // a draft tree is open in the draft cache
+	// chainFed is how many of chain the draft has seen (chain mode);
+	// chainForced marks the chain's forced tokens.
+	chainFed    int
+	chainForced []bool
+	open        bool // a draft tree is open in the draft cache
 	// fedNodes counts this round's tree nodes fed to the draft (each holds
 	// a draft slot, even once the budget pushes it out).
 	fedNodes int
+	chainBuf []int32
+}
+
+// slotOf is tree node id's draft slot, -1 when the draft has not seen it.
+func (s *seqState) slotOf(id int32) int32 {
+	if int(id) >= len(s.slot) {
+		return -1
+	}
+	return s.slot[id]
+}
+
+// unfed is the nodes from the highest ancestor of id the draft has not seen
+// down to id: id alone, unless id ends a forced chain (spec.Tree.Force),
+// whose nodes and the node it hangs from entered without a draft pass.
+func (s *seqState) unfed(id int32) []int32 {
+	c := s.chainBuf[:0]
+	for n := id; n > 0 && s.slotOf(n) < 0; n = s.tree.Node(n).Parent {
+		c = append(c, n)
+	}
+	slices.Reverse(c)
+	s.chainBuf = c
+	return c
 }
 
 // NewSpeculative builds the strategy over the draft model (nil for Lookup),

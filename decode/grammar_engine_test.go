@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/grammar"
 	"github.com/sluicehq/sluice/internal/enginetest"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 	"github.com/sluicehq/sluice/session"
 )
@@ -111,18 +112,38 @@ func TestGrammarValidAlways(t *testing.T) {
 // strings let the model choose, an enum, a bounded integer and an array.
 const sameTextSchema = `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"mood":{"enum":["happy","sad","sleepy"]},"age":{"type":"integer","minimum":1,"maximum":99},"toys":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":3}},"required":["name","mood","age","toys"],"additionalProperties":false}`
 
-// Same seed, same text under a schema: SpecExec (budgets 8 and 64, greedy
-// and seeded) and chain and prompt lookup (greedy) give plain decoding's
-// text; 32 requests batched give each request's text alone; at 1 and 2
-// threads.
+// forcedSchema has long runs of tokens the grammar forces: fixed keys, a
+// const, an enum of long strings that share their first words (the forced
+// run starts after the choice), and short free strings between them.
+const forcedSchema = `{"type":"object","properties":{"record_type_identifier":{"const":"a bedtime story about a little dog"},"status":{"enum":["waiting for the approval of the whole committee","approved by the whole committee of the town"]},"hero":{"type":"string","maxLength":6},"tags":{"type":"array","items":{"enum":["once upon a time in a land far away","the end of the story"]},"minItems":1,"maxItems":2}},"required":["record_type_identifier","status","hero","tags"],"additionalProperties":false}`
+
+// forcedGBNF is a grammar whose language is mostly fixed text.
+const forcedGBNF = `root ::= "The little girl said: " ("yes, I would like to go to the park today" | "no, I want to stay at home with my mom") "." [ a-z]{0,6} " The end."`
+
+// noJump turns jump-forward off in a pipeline (the baseline).
+func noJump(p *pipelines.Pipeline) { p.Sampler().NoJumpForward = true }
+
+// Same seed, same text under a constraint: plain decoding with
+// jump-forward (forced runs fed as one span) and without (a pass per
+// token), SpecExec (budgets 8 and 64, greedy and seeded, forced chains in
+// the tree or drafted), chain and prompt lookup (greedy) give the text and
+// the finish reason of plain decoding without jump-forward; 32 requests
+// batched give each request's text alone; at 1 and 2 threads. Short
+// max_tokens cut forced runs: the cut and its finish reason must match.
 func TestGrammarSameText(t *testing.T) {
-	spec := &grammar.Spec{Schema: []byte(sameTextSchema)}
+	specs := []*grammar.Spec{{Schema: []byte(sameTextSchema)}, {Schema: []byte(forcedSchema)}, {GBNF: forcedGBNF}}
 	prompts := []string{"", "Lily and Tom"}
 	var jobs []sluice.Request
-	for _, pr := range prompts {
-		jobs = append(jobs, sluice.Request{Prompt: pr, MaxNewTokens: 48, Grammar: spec})
-		for s := range uint64(3) {
-			jobs = append(jobs, sluice.Request{Prompt: pr, MaxNewTokens: 48, Grammar: spec, Sampling: &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: s + 1}})
+	for _, spec := range specs {
+		for _, pr := range prompts {
+			jobs = append(jobs, sluice.Request{Prompt: pr, MaxNewTokens: 48, Grammar: spec})
+			for s := range uint64(3) {
+				jobs = append(jobs, sluice.Request{Prompt: pr, MaxNewTokens: 48, Grammar: spec, Sampling: &sample.Options{Temperature: 0.8, TopP: 0.95, Seed: s + 1}})
+			}
+		}
+		// Lengths that end inside forced runs.
+		for _, n := range []int{3, 7, 12} {
+			jobs = append(jobs, sluice.Request{Prompt: "Lily", MaxNewTokens: n, Grammar: spec})
 		}
 	}
 	for i := range jobs {
@@ -134,10 +155,16 @@ func TestGrammarSameText(t *testing.T) {
 	compare := func(name string, got, want []sluice.Result) {
 		t.Helper()
 		for i := range got {
-			if got[i].Text != want[i].Text {
-				t.Fatalf("%s: request %s:\n got %q\nwant %q", name, got[i].ID, got[i].Text, want[i].Text)
+			if got[i].Text != want[i].Text || got[i].Finish != want[i].Finish {
+				t.Fatalf("%s: request %s:\n got %q (%s)\nwant %q (%s)", name, got[i].ID, got[i].Text, got[i].Finish, want[i].Text, want[i].Finish)
 			}
 		}
+	}
+	jumped := func(rs []sluice.Result) (n int) {
+		for _, r := range rs {
+			n += r.JumpedTokens
+		}
+		return n
 	}
 	threadCounts, budgets := []int{1, 2}, []int{8, 64}
 	if testing.Short() {
@@ -145,11 +172,39 @@ func TestGrammarSameText(t *testing.T) {
 	}
 	for _, threads := range threadCounts {
 		l := enginetest.Stories(t, threads)
-		want := submitAll(t, enginetest.Plain(t, l, 0, 0), jobs)
-		for _, r := range want {
-			if !strings.HasPrefix(r.Completion, `{"name":"`) {
-				t.Fatalf("the output does not follow the schema: %q", r.Completion)
+		plain := func(inFlight int, edit func(*pipelines.Pipeline)) *sluice.Engine {
+			p := pipelines.Greedy()
+			p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = inFlight, 32
+			if edit != nil {
+				edit(p)
 			}
+			return enginetest.Engine(t, l, p)
+		}
+		want := submitAll(t, plain(16, noJump), jobs)
+		if n := jumped(want); n != 0 {
+			t.Fatalf("jump-forward off, yet %d tokens were jumped", n)
+		}
+		finished := map[string]int{}
+		for _, r := range want {
+			finished[r.Finish]++
+			if c := r.Completion; !strings.HasPrefix(c, `{"`) && !strings.HasPrefix(c, "The little girl said: "[:min(len(c), 22)]) {
+				t.Fatalf("the output does not follow the constraint: %q", c)
+			}
+		}
+		if finished[sluice.FinishStop] == 0 || finished[sluice.FinishLength] == 0 {
+			t.Fatalf("finish reasons %v: want both stop and length among the cases", finished)
+		}
+		compare(fmt.Sprintf("plain jump-forward threads %d", threads), submitAll(t, plain(16, nil), jobs), want)
+		// One request at a time, the scheduler's steps are the target
+		// passes: jump-forward saves one per jumped token.
+		e, base := plain(1, nil), plain(1, noJump)
+		got := submitAll(t, e, jobs)
+		compare(fmt.Sprintf("plain jump-forward one at a time threads %d", threads), got, want)
+		submitAll(t, base, jobs)
+		n, steps, baseSteps := jumped(got), e.Stats().Steps, base.Stats().Steps
+		t.Logf("plain: %d forced tokens jumped; %d target passes, %d without jump-forward", n, steps, baseSteps)
+		if n == 0 || steps != baseSteps-int64(n) {
+			t.Errorf("plain jump-forward: %d tokens jumped, %d target passes against %d without: want %d", n, steps, baseSteps, baseSteps-int64(n))
 		}
 		byID := func(rs []sluice.Result) map[string]sluice.Result {
 			m := map[string]sluice.Result{}
@@ -160,40 +215,73 @@ func TestGrammarSameText(t *testing.T) {
 		}
 		wantID := byID(want)
 		for _, budget := range budgets {
-			e := enginetest.Spec(t, "specexec", 0, 0, budget, threads)
-			compare(fmt.Sprintf("specexec budget %d threads %d", budget, threads), submitAll(t, e, jobs), want)
-			if st := e.SpecStats(); st.Rounds == 0 || st.TokensPerPass() <= 1 {
-				t.Errorf("specexec budget %d: %.2f tokens per target pass: the draft did nothing", budget, st.TokensPerPass())
+			var passes [2]float64
+			for k, edit := range []func(*pipelines.Pipeline){nil, noJump} {
+				e := enginetest.SpecEdit(t, "specexec", 0, 0, budget, threads, edit)
+				name := fmt.Sprintf("specexec budget %d threads %d jump-forward %v", budget, threads, edit == nil)
+				rs := submitAll(t, e, jobs)
+				compare(name, rs, want)
+				st := e.SpecStats()
+				if st.Rounds == 0 || st.TokensPerPass() <= 1 {
+					t.Errorf("%s: %.2f tokens per target pass: the draft did nothing", name, st.TokensPerPass())
+				}
+				if (st.ForcedNodes > 0) != (edit == nil) || st.ForcedMissed != 0 {
+					t.Errorf("%s: %d forced draft nodes, %d of them missed by the target", name, st.ForcedNodes, st.ForcedMissed)
+				}
+				var toks int
+				for _, r := range rs {
+					toks += r.CompletionTokens
+				}
+				passes[k] = float64(st.DraftPasses) / float64(toks)
+				t.Logf("%s: %.2f tokens per verifying pass, %.3f draft passes per token, %d forced nodes", name, st.TokensPerPass(), passes[k], st.ForcedNodes)
+				e.Close()
 			}
-			e.Close()
+			// Draft passes are batched across sessions, so their count
+			// depends on which sessions shared a step: logged, not held.
+			t.Logf("specexec budget %d: %.3f draft passes per token with jump-forward, %.3f without", budget, passes[0], passes[1])
 		}
 		for _, mode := range []string{"chain", "lookup"} {
-			var e *sluice.Engine
-			if mode == "chain" {
-				e = enginetest.Spec(t, "chain", 0, 0, 0, threads)
-			} else {
-				e = enginetest.Lookup(t, l)
+			for _, edit := range []func(*pipelines.Pipeline){nil, noJump} {
+				var e *sluice.Engine
+				if mode == "chain" {
+					e = enginetest.SpecEdit(t, "chain", 0, 0, 0, threads, edit)
+				} else {
+					e = enginetest.LookupEdit(t, l, edit)
+				}
+				got := submitAll(t, e, greedy(jobs))
+				var w []sluice.Result
+				for _, r := range got {
+					w = append(w, wantID[r.ID])
+				}
+				compare(fmt.Sprintf("%s threads %d jump-forward %v", mode, threads, edit == nil), got, w)
+				if st := e.SpecStats(); st.ForcedMissed != 0 || (st.ForcedNodes > 0) != (edit == nil) {
+					t.Errorf("%s jump-forward %v: %d forced draft tokens, %d missed by the target", mode, edit == nil, st.ForcedNodes, st.ForcedMissed)
+				}
+				e.Close()
 			}
-			got := submitAll(t, e, greedy(jobs))
-			var w []sluice.Result
-			for _, r := range got {
-				w = append(w, wantID[r.ID])
+		}
+		// 32 requests in one batch against each alone, with jump-forward,
+		// and against the batch without it.
+		for k, spec := range specs {
+			p := enginetest.Pipeline(t, 0.8, 32, 0, 0)
+			batched := enginetest.Engine(t, l, p)
+			p = enginetest.Pipeline(t, 0.8, 32, 0, 0)
+			noJump(p)
+			batchedNoJump := enginetest.Engine(t, l, p)
+			var reqs []sluice.Request
+			for i, pr := range enginetest.Prompts32() {
+				reqs = append(reqs, sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr, MaxNewTokens: 40, Grammar: spec})
 			}
-			compare(fmt.Sprintf("%s threads %d", mode, threads), got, w)
-			e.Close()
-		}
-		// 32 requests in one batch against each alone.
-		p := enginetest.Pipeline(t, 0.8, 32, 0, 0)
-		batched := enginetest.Engine(t, l, p)
-		var reqs []sluice.Request
-		for i, pr := range enginetest.Prompts32() {
-			reqs = append(reqs, sluice.Request{ID: fmt.Sprint(i), Index: uint64(i), Prompt: pr, MaxNewTokens: 40, Grammar: spec})
-		}
-		all := submitAll(t, batched, reqs)
-		for i, r := range reqs {
-			alone := submitAll(t, batched, []sluice.Request{r})
-			if alone[0].Text != all[i].Text {
-				t.Fatalf("threads %d: request %d batched:\n %q\nalone:\n %q", threads, i, all[i].Text, alone[0].Text)
+			all := submitAll(t, batched, reqs)
+			compare(fmt.Sprintf("threads %d constraint %d: 32 batched, with and without jump-forward", threads, k), all, submitAll(t, batchedNoJump, reqs))
+			for i, r := range reqs {
+				if testing.Short() && i%8 != 0 {
+					continue
+				}
+				alone := submitAll(t, batched, []sluice.Request{r})
+				if alone[0].Text != all[i].Text || alone[0].Finish != all[i].Finish {
+					t.Fatalf("threads %d constraint %d: request %d batched:\n %q (%s)\nalone:\n %q (%s)", threads, k, i, all[i].Text, all[i].Finish, alone[0].Text, alone[0].Finish)
+				}
 			}
 		}
 	}

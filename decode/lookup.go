@@ -16,13 +16,15 @@ import (
 // draft model, verified as a chain whose proposals have probability 1.
 type lookupMode struct{}
 
-// grow proposes each session's chain; a session with no match decodes
-// plainly this step (its span gets no rows).
+// grow proposes each session's chain: its n-gram match, cut at the first
+// token the grammar refuses and followed by the tokens it forces there; a
+// session with neither decodes plainly this step (its span gets no rows).
 func (lookupMode) grow(_ context.Context, d *Speculative, st *sched.Step, idx []int) error {
 	for _, i := range idx {
 		q := st.Spans[i].S
 		s := d.state(q)
 		s.chain, _ = spec.PromptLookup(s.chain[:0], q.Tokens, d.o.Lookup)
+		s.chainForced = s.chainForced[:0]
 		if q.Processes() {
 			// Cut at the first token the request's constraints refuse: the
 			// target would reject it, and its rows would be processed at a
@@ -38,6 +40,21 @@ func (lookupMode) grow(_ context.Context, d *Speculative, st *sched.Step, idx []
 					break
 				}
 				hist = append(hist, x)
+			}
+			// Then the tokens the grammar forces after it (jump-forward):
+			// proposals the target takes for certain once it gets there.
+			for range s.chain {
+				s.chainForced = append(s.chainForced, false)
+			}
+			for len(s.chain) < d.o.DraftMax {
+				f, ok := q.Forced(hist)
+				if !ok || q.Stops(f) {
+					break
+				}
+				s.chain, s.chainForced, hist = append(s.chain, f), append(s.chainForced, true), append(hist, f)
+				d.mu.Lock()
+				d.stats.ForcedNodes++
+				d.mu.Unlock()
 			}
 		}
 		s.q = s.q[:0]

@@ -71,22 +71,29 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 		if err := s.tree.Add([]sample.Dist{dist}); err != nil {
 			return err
 		}
+		if err := d.force(s, q, 1, &hist); err != nil {
+			return err
+		}
 	}
+	type exp struct {
+		s   *seqState
+		q   *session.Session
+		ids []int32 // the expanded nodes, one output row each
+		fed []int32 // every node this pass feeds, in row order
+		row int     // the batch row of fed[0]
+	}
+	var round []exp
 	for {
 		b.Reset()
-		type exp struct {
-			s   *seqState
-			q   *session.Session
-			ids []int32
-		}
-		var round []exp
+		round = round[:0]
 		for _, i := range idx {
 			q := st.Spans[i].S
 			s := d.seqs[q]
 			// Stop growing before the expanded nodes' draft slots would
 			// pass the cache (near the context's end; the tree is then
 			// finished early).
-			if q.Cached+1+s.fedNodes+d.o.Tree.MaxBeams > q.Context()+d.o.draftRoom() {
+			room := q.Context() + d.o.draftRoom() - (q.Cached + 1 + s.fedNodes)
+			if room < d.o.Tree.MaxBeams {
 				continue
 			}
 			ids, err := s.tree.Expand()
@@ -96,33 +103,58 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 			if len(ids) == 0 {
 				continue
 			}
-			s.fedNodes += len(ids)
+			e := exp{s: s, q: q, row: b.Len()}
 			root := int32(q.Cached)
 			for _, id := range ids {
-				n := s.tree.Node(id)
-				b.AddChild(n.Token, root+int32(n.Depth), q.Seq, -1, s.slot[n.Parent], true)
+				// The draft has not seen a forced chain above id (nor the
+				// node it hangs from): feed it first, without logits.
+				chain := s.unfed(id)
+				if len(chain) > room {
+					// No room for its slots: id stays a leaf (no
+					// children); the tree is near the cache's end.
+					e.ids = append(e.ids, -1-id)
+					continue
+				}
+				room -= len(chain)
+				parentRow, parentSlot := int32(-1), s.slotOf(s.tree.Node(chain[0]).Parent)
+				for k, c := range chain {
+					n := s.tree.Node(c)
+					parentRow = b.AddChild(n.Token, root+int32(n.Depth), q.Seq, parentRow, parentSlot, k == len(chain)-1)
+					parentSlot = -1
+					e.fed = append(e.fed, c)
+				}
+				e.ids = append(e.ids, id)
 			}
-			round = append(round, exp{s, q, ids})
+			s.fedNodes += len(e.fed)
+			round = append(round, e)
 		}
 		if len(round) == 0 {
 			return nil
 		}
-		if err := d.forward(ctx, b, &slots); err != nil {
-			return err
+		if b.Len() > 0 {
+			if err := d.forward(ctx, b, &slots); err != nil {
+				return err
+			}
 		}
-		if need := b.Len() * vocab; cap(probs) < need {
+		if need := len(b.Outputs) * vocab; cap(probs) < need {
 			probs = make([]float32, need)
 		}
-		row := 0
+		out := 0
 		for _, e := range round {
-			e.s.open = true
-			dists = dists[:0]
-			for _, id := range e.ids {
-				for int(id) >= len(e.s.slot) {
+			for k, c := range e.fed {
+				for int(c) >= len(e.s.slot) {
 					e.s.slot = append(e.s.slot, -1)
 				}
-				e.s.slot[id] = slots[row]
-				logits := d.draftLogits(row)
+				e.s.slot[c] = slots[e.row+k]
+				e.s.open = true
+			}
+			dists = dists[:0]
+			for _, id := range e.ids {
+				if id < 0 {
+					dists = append(dists, sample.Dist{}) // not fed: no children
+					continue
+				}
+				logits := d.draftLogits(out)
 				if e.q.Processes() {
 					// The draft's row is processed at the node's prefix as
 					// the target's will be, so the tree grows along tokens
@@ -133,14 +165,57 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 						return err
 					}
 				}
-				dists = append(dists, softmax(logits, e.q.Sampler().Options().Temperature, probs[row*vocab:(row+1)*vocab]))
-				row++
+				dists = append(dists, softmax(logits, e.q.Sampler().Options().Temperature, probs[out*vocab:(out+1)*vocab]))
+				out++
 			}
+			from := int32(e.s.tree.Ids())
 			if err := e.s.tree.Add(dists); err != nil {
+				return err
+			}
+			if err := d.force(e.s, e.q, from, &hist); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// force puts below every live leaf of s's tree from id from on the run of
+// tokens the request's grammar forces after it (session.Forced), up to the
+// tree's depth and before an end token: jump-forward, a chain of nodes
+// that costs no draft pass (spec.Tree.Force). The draft next sees them in
+// the pass that expands the chain's last node.
+func (d *Speculative) force(s *seqState, q *session.Session, from int32, hist *[]int32) error {
+	end := int32(s.tree.Ids())
+	maxDepth := int32(s.tree.Options().MaxDepth)
+	var toks []int32
+	for id := from; id < end; id++ {
+		n := s.tree.Node(id)
+		if !n.Live || n.Expanded || n.Depth >= maxDepth {
+			continue
+		}
+		h := s.tree.Path(append((*hist)[:0], q.Tokens...), id)
+		toks = toks[:0]
+		for int32(len(toks)) < maxDepth-n.Depth {
+			tok, ok := q.Forced(h)
+			if !ok || q.Stops(tok) {
+				break
+			}
+			toks = append(toks, tok)
+			h = append(h, tok)
+		}
+		*hist = h
+		if len(toks) == 0 {
+			continue
+		}
+		added, err := s.tree.Force(id, toks)
+		if err != nil {
+			return fmt.Errorf("request %s: %w", q.Req.ID, err)
+		}
+		d.mu.Lock()
+		d.stats.ForcedNodes += int64(added)
+		d.mu.Unlock()
+	}
+	return nil
 }
 
 // rows puts the tree's nodes after the root in the tree's order, each row's
@@ -193,6 +268,22 @@ func (treeMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(
 		}
 	}
 	s.fed = int32(q.Cached) + 1 + int32(len(dkeep))
+	// A node with a forced child has no other: the walk can leave the
+	// forced chain only at its end, where it stopped.
+	last := int32(0)
+	if len(path) > 0 {
+		last = path[len(path)-1]
+	}
+	if s.tree.Node(last).Expanded {
+		for id := last + 1; id < int32(s.tree.Ids()); id++ {
+			if n := s.tree.Node(id); n.Forced && n.Live && n.Parent == last {
+				d.mu.Lock()
+				d.stats.ForcedMissed++
+				d.mu.Unlock()
+				break
+			}
+		}
+	}
 	d.count(q.Keeps(emitted), len(path))
 	return keep, emitted, nil
 }

@@ -116,6 +116,13 @@ func (p *Processor) node(history []int32) (*pnode, error) {
 				break
 			}
 		}
+		if c == nil && n.s.Ended() {
+			// Past an end token (a draft tree grows past one): every row
+			// there is after the end, left as it is (Process).
+			c = &pnode{tok: t, depth: n.depth + 1, s: n.s, up: n}
+			n.kids = append(n.kids, c)
+			p.nodes++
+		}
 		if c == nil {
 			s, ok := p.m.Advance(n.s, t)
 			if !ok && p.isEnd(t) && p.m.CanEnd(n.s) {
@@ -158,7 +165,7 @@ func (p *Processor) isEnd(t int32) bool {
 
 // Process sets to -Inf the logit of every token the grammar does not allow
 // after history, and of the ids past the vocabulary (a model's padded
-// rows). A row after an end token is left as it is (see above). A row where no token is allowed is an error wrapping ErrNoToken,
+// rows). A row at or past an end token is left as it is (see above). A row where no token is allowed is an error wrapping ErrNoToken,
 // never a row of -Inf for the sampler to turn into NaN.
 func (p *Processor) Process(logits []float32, history []int32) error {
 	var t0 time.Time
@@ -236,6 +243,9 @@ func (p *Processor) Process(logits []float32, history []int32) error {
 // it needs no draw (jump-forward). ok is false otherwise, or when history
 // is off the grammar.
 func (p *Processor) Forced(history []int32) (tok int32, ok bool) {
+	if p.stats != nil {
+		defer func(t0 time.Time) { p.stats.addForced(time.Since(t0)) }(time.Now())
+	}
 	n, err := p.node(history)
 	if err != nil || n.s.Ended() || len(p.ends) > 0 && p.m.CanEnd(n.s) {
 		return -1, false
@@ -263,6 +273,11 @@ type Stats struct {
 	rows, nanos atomic.Int64
 }
 
+// addForced counts the time of a Forced call (no row is masked, but the
+// mask of a new state is computed there, which a later row then finds
+// cached).
+func (s *Stats) addForced(d time.Duration) { s.nanos.Add(int64(d)) }
+
 func (s *Stats) add(d time.Duration) {
 	s.rows.Add(1)
 	s.nanos.Add(int64(d))
@@ -271,7 +286,7 @@ func (s *Stats) add(d time.Duration) {
 // Rows is the number of rows masked so far.
 func (s *Stats) Rows() int64 { return s.rows.Load() }
 
-// Time is the time spent masking them.
+// Time is the time spent masking them, and computing masks for Forced.
 func (s *Stats) Time() time.Duration { return time.Duration(s.nanos.Load()) }
 
 // Spec is a constraint as a request carries it: a JSON Schema or a GBNF

@@ -68,6 +68,7 @@ func (p *Pipeline) SessionOptions() session.Options {
 		case *SampleParams:
 			o.Sampling = ps.Options()
 			o.Grammar = ps.Constraint()
+			o.NoJumpForward = ps.NoJumpForward
 		}
 		o.Speculative = o.Speculative || s.Kind == KindDraftTree
 	}

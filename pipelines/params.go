@@ -141,6 +141,10 @@ type SampleParams struct {
 	// an error naming the key.
 	JSONSchema string `toml:"json_schema,omitempty"`
 	Grammar    string `toml:"grammar,omitempty"`
+	// NoJumpForward makes every token a grammar forces cost a pass of its
+	// own, as before jump-forward (session.Options.NoJumpForward): the same
+	// text, the baseline a benchmark measures jump-forward against.
+	NoJumpForward bool `toml:"no_jump_forward,omitempty"`
 }
 
 // Constraint is the params' default output constraint, or nil.

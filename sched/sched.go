@@ -3,8 +3,9 @@
 // after the model has run the step, hands each session its logits and retires
 // the finished ones.
 //
-// One step is one forward pass of one batch. A step's batch holds one decode
-// row for every session that is generating, then prefill chunks of sessions
+// One step is one forward pass of one batch. A step's batch holds the decode
+// rows of every session that is generating (its last token, after the forced
+// tokens jump-forward took if any), then prefill chunks of sessions
 // still reading their prompt (oldest first, each at most PrefillChunk rows),
 // until MaxBatchTokens rows — vLLM's max_num_batched_tokens. A pass runs one
 // LoRA adapter set, the oldest active session's: sessions on another set wait
@@ -551,14 +552,20 @@ func (s *Scheduler) build(ctx context.Context, st *Step) bool {
 		st.Spans = append(st.Spans, sp)
 		budget -= n
 	}
-	// Decode rows first, so generating sessions never wait on prompts.
+	// Decode rows first, so generating sessions never wait on prompts. A
+	// generating session's rows are its last sampled token, after the run
+	// of forced tokens jump-forward appended before it if there is one
+	// (session.JumpForward): the run goes in as one span, a chunk at most.
+	generating := func(q *session.Session) bool { return q.Pending() == 1 || q.Cached >= q.NPrompt }
 	for _, q := range live {
-		if q.Req.Adapter == adapter && q.Pending() == 1 && budget > 0 && fits(q, 1) {
-			add(q, 1)
+		if q.Req.Adapter == adapter && generating(q) && budget > 0 {
+			if n := min(q.Pending(), s.o.PrefillChunk, budget); n > 0 && fits(q, n) {
+				add(q, n)
+			}
 		}
 	}
 	for _, q := range live {
-		if q.Req.Adapter == adapter && q.Pending() > 1 && budget > 0 {
+		if q.Req.Adapter == adapter && !generating(q) && budget > 0 {
 			if n := min(q.Pending(), s.o.PrefillChunk, budget); fits(q, n) {
 				add(q, n)
 			}

@@ -102,6 +102,40 @@ func TestPlanRows(t *testing.T) {
 	}
 }
 
+// A generating session whose last token follows a run jump-forward took
+// (several tokens pending after its prompt) goes in ahead of the prompt
+// chunks, the whole run as one span with logits at its last row only.
+func TestPlanJumpedRun(t *testing.T) {
+	tk := tok512(t)
+	ctx := context.Background()
+	sc, err := sched.New(arch, sched.Options{MaxSeqs: 4, PrefillChunk: 8, MaxBatchTokens: 12, Context: arch.Context})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := prompt(t, tk, "long", 20, "")
+	gen := prompt(t, tk, "gen", 3, "")
+	for _, q := range []*session.Session{long, gen} {
+		if err := sc.Admit(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen.Cached = 3 // its prompt is in; a sampled token and two forced ones follow
+	for _, tok := range []int32{40, 41, 42} {
+		gen.Accept(tok)
+	}
+	st := sched.NewStep()
+	if err := sc.Plan(ctx, st); err != nil || st.Done {
+		t.Fatal(err, st.Done)
+	}
+	if len(st.Spans) != 2 || st.Spans[0].S != gen || st.Spans[0].Len != 3 || st.Spans[1].S != long || st.Spans[1].Len != 8 {
+		t.Fatalf("spans %+v: want gen's 3 rows, then long's chunk of 8", st.Spans)
+	}
+	b := st.State.Batch
+	if !slices.Equal(b.Tokens[:3], []int32{40, 41, 42}) || !slices.Equal(b.Positions[:3], []int32{3, 4, 5}) || !slices.Equal(b.Outputs, []int32{2}) {
+		t.Errorf("gen's rows: tokens %v positions %v, outputs %v: want [40 41 42] at [3 4 5], output row 2", b.Tokens[:3], b.Positions[:3], b.Outputs)
+	}
+}
+
 // Close ends the loop once every session has finished: Plan retires the
 // finished ones onto Retired, then marks its step Done and closes Retired.
 func TestCloseDrains(t *testing.T) {

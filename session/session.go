@@ -134,6 +134,10 @@ type Options struct {
 	// Grammar constrains the requests that carry no Grammar of their own
 	// (a pipeline's default schema).
 	Grammar *grammar.Spec
+	// NoJumpForward turns jump-forward off: every token the grammar forces
+	// then costs a pass of its own, as an unconstrained token does (the
+	// baseline a benchmark compares against; the text is the same).
+	NoJumpForward bool
 }
 
 // Session is one request in flight.
@@ -154,6 +158,9 @@ type Session struct {
 
 	// Seq is the KV-cache sequence the scheduler gave this session; -1 when none.
 	Seq int32
+	// Jumped counts the tokens this session took by jump-forward: forced by
+	// its grammar and appended without a pass of their own (JumpForward).
+	Jumped int
 	// Beams are a beam search's returned hypotheses, best first (Tokens is
 	// then the prompt and the best one).
 	Beams []beamsearch.Hypothesis
@@ -167,6 +174,7 @@ type Session struct {
 	maxNew  int
 	context int
 	noStop  bool
+	jump    bool // jump-forward is on (JumpForward)
 	sampler *sample.Sampler
 	scratch sample.Scratch
 	// procs are the request's processors (LogitBias first); processed
@@ -264,6 +272,10 @@ func newSession(ctx context.Context, req Request, tok tokenizer.Tokenizer, o Opt
 		// request even where NoStop (benchmarks) would run past EOS, since
 		// nothing the grammar allows may follow it.
 		s.noStop = false
+		// Beams and best_of candidates fork the session's history and take
+		// their tokens by their own rules; OnLogits must see each token's
+		// row before the token (JumpForward).
+		s.jump = !o.NoJumpForward && req.Beam == nil && req.BestOf <= 1 && req.OnLogits == nil
 	}
 	// Room for every token the sequence may reach (the context's slots plus
 	// the one predicted at the last slot), so the decode loop never
@@ -354,8 +366,41 @@ func (s *Session) Logits(pos int32, logits []float32) error {
 	if err != nil {
 		return fmt.Errorf("request %s: position %d: %w", s.Req.ID, pos, err)
 	}
-	s.Accept(next)
+	if !s.Accept(next) {
+		s.JumpForward()
+	}
 	return nil
+}
+
+// JumpForward appends the run of tokens the request's grammar forces after
+// its tokens (Forced), each under the stop rules as Accept applies them, and
+// returns how many it took. They need no draw and no logits of their own,
+// so the next pass feeds them all as one span of rows (like a prompt chunk)
+// and computes logits only at the last: a forced run of k tokens costs one
+// target pass, not k (SGLang's jump-forward). The text is what one token
+// per pass gives: Sample would return each of them without a draw (draws
+// are keyed by position, so skipping them changes no other), and the run
+// stops where that decoding would: at an end token (which ends the session
+// with reason stop), at the length limit or the context's end (reason
+// length), and as soon as the request's context is done (a stop string
+// found by OnToken cancels it; one token per pass would stop there at the
+// next step). A forced token's row of logits is never computed, so a row
+// the sampler would have refused there (NaN from a broken model) goes
+// unnoticed at that position; only the span's last row is checked.
+func (s *Session) JumpForward() int {
+	n := 0
+	for !s.Done() && s.Ctx.Err() == nil {
+		tok, ok := s.Forced(s.Tokens)
+		if !ok {
+			break
+		}
+		n++
+		s.Jumped++
+		if s.Accept(tok) {
+			break
+		}
+	}
+	return n
 }
 
 // Sample picks the token that follows history (the tokens up to and
@@ -377,6 +422,31 @@ func (s *Session) Sample(logits []float32, history []int32) (int32, error) {
 		return tok, nil
 	}
 	return s.sampler.Next(logits, history, s.Req.Index, uint64(len(history)), s.sampleScratch())
+}
+
+// Forced is the token that must follow history whatever the pass would
+// compute for it: the only one the request's grammar allows there, with no
+// processor before the grammar able to refuse it (only a logit bias that
+// does not ban it; a processor of the caller's could do anything with the
+// row, so there is no jump-forward past one). ok is false with jump-forward
+// off (session.Options.NoJumpForward, a beam or best_of request, OnLogits
+// set). A draft tree adds such tokens without a draft pass, and
+// JumpForward without a target pass.
+func (s *Session) Forced(history []int32) (int32, bool) {
+	if !s.jump {
+		return -1, false
+	}
+	tok, ok := s.forced(history)
+	if !ok {
+		return -1, false
+	}
+	for _, p := range s.procs[:len(s.procs)-1] {
+		b, isBias := p.(sample.LogitBias)
+		if !isBias || math.IsInf(float64(b[tok]), -1) {
+			return -1, false
+		}
+	}
+	return tok, true
 }
 
 // forced is the one token the request's grammar allows after history, if

@@ -78,8 +78,16 @@ type Node struct {
 	// LogP is the search score: the cumulative draft log-probability from
 	// the root, with log(Decay) per level.
 	LogP float64
-	// Expanded reports whether the node went through the draft model.
+	// Expanded reports whether the node's children are decided: it went
+	// through the draft model, or the one token that may follow it was
+	// forced below it (Force), which needs no draft pass. Expand never
+	// picks an expanded node.
 	Expanded bool
+	// Forced reports whether the node was added by Force: its token is the
+	// only one the target can take after its parent (a grammar allows no
+	// other), so it carries its parent's score and has no draft
+	// distribution of its own.
+	Forced bool
 	// Live is false once the node was pushed out of the budget by a better
 	// one. A dropped node never has live children.
 	Live bool
@@ -97,6 +105,8 @@ type Node struct {
 //		// root+Depth, parent = its parent's draft KV slot (ParentSlot);
 //		// its output is the distribution over ids[i]'s children
 //		t.Add(dists)
+//		// where a constraint allows one token only after a new node:
+//		t.Force(id, forcedRun)        // no draft pass for those
 //	}
 //	nodes, parents := t.Order()       // one target batch, root row first
 //	path, emitted, _ := t.Verify(next) // next samples with the target
@@ -105,10 +115,13 @@ type Node struct {
 // KV bookkeeping is the engine's. Draft cache: the first pass's row is the
 // root's token extending the draft's committed tail; every later row's
 // parent is the draft slot of its parent node (input.Batch.ParentSlot), so
-// only expanded nodes have draft slots. Target cache: the root row then the
+// only nodes fed to the draft have draft slots: the ones a pass expanded,
+// and the nodes of a forced chain (and the node above it), which the pass
+// that expands the chain's last node feeds before it as rows without
+// logits (input.Batch.Parent links them). Target cache: the root row then the
 // Order rows, in one pass. After Verify, CommitPath the target slots of
 // path; in the draft cache CommitPath the longest prefix of path whose nodes
-// were expanded, and feed the draft the rest of emitted (except the last
+// were fed, and feed the draft the rest of emitted (except the last
 // token, the new root, which the next tree's first pass feeds) as plain
 // rows. Nodes pushed out of the budget may hold draft slots; CommitPath
 // drops them with the rest of the tree.
@@ -162,6 +175,10 @@ func (t *Tree) Options() TreeOptions { return t.o }
 // Node returns a copy of node id, for the engine to read its token, parent,
 // depth and score when it builds a batch.
 func (t *Tree) Node(id int32) Node { return t.nodes[id] }
+
+// Ids is the number of node ids given out so far, the root's and dropped
+// nodes' included: the next node added gets id Ids().
+func (t *Tree) Ids() int { return len(t.nodes) }
 
 // Len is the number of live draft nodes (the root excluded), at most Budget.
 func (t *Tree) Len() int { return t.live }
@@ -316,6 +333,65 @@ func (t *Tree) Add(dists []sample.Dist) error {
 		t.live++
 	}
 	return nil
+}
+
+// Force adds below leaf id the tokens the target is certain to take once it
+// reaches id (jump-forward: a grammar allows only toks[0] after id, then
+// only toks[1], ...), as a chain of Forced children, without a draft pass:
+// id and every chain node but the last become Expanded, and the last is a
+// leaf the next Expand may pick (the draft then runs once at the end of the
+// chain, where there is a choice). A forced node's score is its parent's:
+// given its parent it is accepted with probability 1, so no decay applies.
+//
+// Forced nodes are target rows, so they count against Budget like any node
+// (the batch that verifies the tree and the KV headroom are sized by it),
+// and they are offered to it as Add offers a candidate: while the tree has
+// room, or replacing the worst live node when they beat it strictly. Since
+// a forced node ties its parent, a chain below the worst node stops there.
+// The chain stops at MaxDepth too. It returns how many tokens it added.
+// Called between passes (after Add, before Expand); id must be a live leaf
+// that is not expanded.
+func (t *Tree) Force(id int32, toks []int32) (int, error) {
+	if len(t.pending) > 0 {
+		return 0, fmt.Errorf("%w: Force before Add of the last pass's %d nodes", ErrState, len(t.pending))
+	}
+	if id < 0 || int(id) >= len(t.nodes) {
+		return 0, fmt.Errorf("%w: Force below node %d, the tree has %d", ErrInput, id, len(t.nodes))
+	}
+	if n := t.nodes[id]; !n.Live || n.Expanded {
+		return 0, fmt.Errorf("%w: Force below node %d, which is not a live unexpanded leaf (live %v, expanded %v)", ErrInput, id, n.Live, n.Expanded)
+	}
+	added := 0
+	for _, tok := range toks {
+		if tok < 0 {
+			return added, fmt.Errorf("%w: forced token id %d", ErrInput, tok)
+		}
+		p := &t.nodes[id]
+		if int(p.Depth) >= t.o.MaxDepth {
+			break
+		}
+		if t.live >= t.o.Budget {
+			w := t.worst()
+			if w == id || !(p.LogP > t.nodes[w].LogP) {
+				break
+			}
+			t.nodes[w].Live = false
+			t.live--
+		}
+		p.Expanded = true
+		t.nodes = append(t.nodes, Node{
+			Token:  tok,
+			Parent: id,
+			Depth:  p.Depth + 1,
+			LogP:   p.LogP,
+			Live:   true,
+			Forced: true,
+		})
+		t.live++
+		added++
+		id = int32(len(t.nodes) - 1)
+	}
+	return added, nil
 }
 
 // Order returns the live draft nodes in ascending id order, parents before

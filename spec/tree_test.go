@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -241,5 +242,184 @@ func TestTreeOptionsAndState(t *testing.T) {
 	}
 	if err := tr.Add([]sample.Dist{{IDs: []int32{-3}, Probs: []float32{1}}}); !errors.Is(err, ErrInput) {
 		t.Errorf("Add with a negative id: %v", err)
+	}
+}
+
+func TestTreeForce(t *testing.T) {
+	// Budget 6, Branch 2, MaxBeams 2, MaxDepth 5, decay .5. Root: A .6, B .4.
+	// A constraint forces x y after A: the chain Ax .3, Axy .3 (no decay:
+	// certain given A) goes in without a draft pass, A and Ax are expanded,
+	// and the next pass expands Axy (the end of the chain, where the draft
+	// has a choice) beside B, not A. Of its candidates Bm .2·.5·.9 = .09,
+	// Axyz and Axyw .3·.5·.5 = .075 and Bn .01 the best two fill the budget
+	// (Axyz before Axyw: the lower token).
+	m := draftByPath{
+		"":    {tA: .6, tB: .4},
+		"Axy": {tZ: .5, tW: .5},
+		"B":   {tM: .9, tN: .1},
+	}
+	tr, _ := NewTree(0, TreeOptions{Budget: 6, Branch: 2, MaxBeams: 2, MaxDepth: 5, Decay: .5})
+	ids, err := tr.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Add([]sample.Dist{m.dist(t, tr, ids[0])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Force(1, []int32{tX, tY}); err != nil { // node 1 is A
+		t.Fatal(err)
+	}
+	if p := grow(t, tr, m); !slices.Equal(p, []string{"(B) (Axy)"}) {
+		t.Errorf("expanded %q, want [(B) (Axy)]", p)
+	}
+	want := []string{
+		"A p=-1 d=1 0.300", "B p=-1 d=1 0.200", "Ax p=0 d=2 0.300", "Axy p=2 d=3 0.300",
+		"Bm p=1 d=2 0.090", "Axyz p=3 d=4 0.075",
+	}
+	if got := liveTree(tr); !slices.Equal(got, want) {
+		t.Errorf("tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for id, forced := range map[int32]bool{1: false, 3: true, 4: true} {
+		if n := tr.Node(id); n.Forced != forced || !n.Expanded {
+			t.Errorf("node %d (%s): forced %v expanded %v, want forced %v, expanded", id, pathKey(tr.Path(nil, id)), n.Forced, n.Expanded, forced)
+		}
+	}
+	// The target takes the forced chain like any draft path.
+	target := map[string]int32{"": tA, "A": tX, "Ax": tY, "Axy": tZ, "Axyz": tC}
+	path, emitted, err := tr.Verify(func(id int32) (int32, error) { return target[pathKey(tr.Path(nil, id))], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pathKey(emitted); got != "AxyzC" || len(path) != 4 {
+		t.Errorf("emitted %q along %d nodes, want AxyzC along 4", got, len(path))
+	}
+}
+
+func TestTreeForceBudgetDepthAndState(t *testing.T) {
+	// A forced chain counts against the budget: with budget 3 and the tree
+	// {A .6, B .4}, one forced node fits; the next must beat the worst (B
+	// .4) and does (.6 > .4), pushing B out; MaxDepth 3 stops the chain
+	// there.
+	m := draftByPath{"": {tA: .6, tB: .4}}
+	tr, _ := NewTree(0, TreeOptions{Budget: 3, Branch: 2, MaxBeams: 2, MaxDepth: 3})
+	if err := tr.Add(nil); !errors.Is(err, ErrState) {
+		t.Fatalf("Add before Expand: %v", err)
+	}
+	ids, _ := tr.Expand()
+	if _, err := tr.Force(0, []int32{tX}); !errors.Is(err, ErrState) {
+		t.Errorf("Force with a pass pending: %v", err)
+	}
+	if err := tr.Add([]sample.Dist{m.dist(t, tr, ids[0])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Force(0, []int32{tX}); !errors.Is(err, ErrInput) {
+		t.Errorf("Force below the expanded root: %v", err)
+	}
+	if _, err := tr.Force(9, []int32{tX}); !errors.Is(err, ErrInput) {
+		t.Errorf("Force below a node that does not exist: %v", err)
+	}
+	n, err := tr.Force(1, []int32{tX, tY, tZ, tW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("forced %d tokens, want 2 (the third would pass MaxDepth 3)", n)
+	}
+	want := []string{"A p=-1 d=1 0.600", "Ax p=0 d=2 0.600", "Axy p=1 d=3 0.600"}
+	if got := liveTree(tr); !slices.Equal(got, want) {
+		t.Errorf("tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tr.Len() != 3 {
+		t.Errorf("Len %d, want the budget, 3", tr.Len())
+	}
+	// Below the worst node a chain cannot enter a full tree.
+	tr, _ = NewTree(0, TreeOptions{Budget: 2, Branch: 2, MaxBeams: 2, MaxDepth: 3})
+	ids, _ = tr.Expand()
+	if err := tr.Add([]sample.Dist{m.dist(t, tr, ids[0])}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tr.Force(2, []int32{tM}); err != nil || n != 0 { // node 2 is B, the worst
+		t.Errorf("Force below the worst of a full tree: %d, %v; want 0", n, err)
+	}
+	if tr.Node(2).Expanded {
+		t.Error("B was marked expanded though nothing was forced below it")
+	}
+}
+
+// Random growth with forced chains keeps the tree's invariants: at most
+// Budget live nodes, none deeper than MaxDepth, every live node's parent
+// live (a dropped node has no live children), a forced node's score its
+// parent's, a node with a forced child no other child, and Order listing
+// parents before children.
+func TestTreeForceInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 300 {
+		o := TreeOptions{Budget: 1 + rng.IntN(12), MaxDepth: 1 + rng.IntN(6), MaxBeams: 1 + rng.IntN(3), Branch: 1 + rng.IntN(3), Decay: []float64{0, .5, .9}[rng.IntN(3)]}
+		tr, _ := NewTree(0, o)
+		for pass := 0; ; pass++ {
+			ids, err := tr.Expand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			from := tr.Ids()
+			dists := make([]sample.Dist, len(ids))
+			for i := range dists {
+				p := make([]float32, 10)
+				for j := range p {
+					p[j] = rng.Float32()
+				}
+				dists[i] = sample.Dist{Probs: p}
+			}
+			if err := tr.Add(dists); err != nil {
+				t.Fatal(err)
+			}
+			for id := int32(from); id < int32(tr.Ids()); id++ {
+				if n := tr.Node(id); n.Live && !n.Expanded && rng.IntN(2) == 0 {
+					run := make([]int32, rng.IntN(5))
+					for k := range run {
+						run[k] = int32(rng.IntN(10))
+					}
+					if _, err := tr.Force(id, run); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if tr.Len() > o.Budget {
+			t.Fatalf("trial %d: %d live nodes, budget %d", trial, tr.Len(), o.Budget)
+		}
+		kids := map[int32][]int32{}
+		for id := int32(1); id < int32(tr.Ids()); id++ {
+			n := tr.Node(id)
+			if !n.Live {
+				continue
+			}
+			p := tr.Node(n.Parent)
+			switch {
+			case !p.Live:
+				t.Fatalf("trial %d: live node %d under dropped node %d", trial, id, n.Parent)
+			case int(n.Depth) > o.MaxDepth || n.Depth != p.Depth+1:
+				t.Fatalf("trial %d: node %d at depth %d under depth %d (max %d)", trial, id, n.Depth, p.Depth, o.MaxDepth)
+			case n.Forced && n.LogP != p.LogP:
+				t.Fatalf("trial %d: forced node %d scores %g, its parent %g", trial, id, n.LogP, p.LogP)
+			}
+			kids[n.Parent] = append(kids[n.Parent], id)
+		}
+		for parent, ks := range kids {
+			for _, k := range ks {
+				if tr.Node(k).Forced && len(ks) != 1 {
+					t.Fatalf("trial %d: node %d has a forced child and %d children", trial, parent, len(ks))
+				}
+			}
+		}
+		nodes, parents := tr.Order()
+		for i, p := range parents {
+			if p >= int32(i) || (p >= 0 && tr.Node(nodes[i]).Parent != nodes[p]) {
+				t.Fatalf("trial %d: Order row %d has parent row %d", trial, i, p)
+			}
+		}
 	}
 }

@@ -73,13 +73,24 @@ type benchReport struct {
 
 // grammarReport is the grammar processors' time over all runs: rows masked
 // (target and draft rows alike) and the mean time per row, and the same
-// time per generated token.
+// time per generated token (the time includes the masks jump-forward's
+// Forced calls compute, which later rows find cached).
 type grammarReport struct {
 	Rows          int64   `json:"masked_rows"`
 	PerRowMicros  float64 `json:"mask_us_per_row"`
 	PerTokMicros  float64 `json:"mask_us_per_token"`
 	MaskSeconds   float64 `json:"mask_seconds"`
 	GeneratedToks int     `json:"generated_tokens"`
+	// JumpForward is off with --no-jump-forward. JumpedTokens are the
+	// tokens the grammar forced that jump-forward took without a target
+	// pass of their own (sluice.Result.JumpedTokens): the target passes it
+	// saved. TargetPasses counts every target pass of the runs (the
+	// prompts' too), and TokensPerPass is the generated tokens of all
+	// sequences per target pass.
+	JumpForward   bool    `json:"jump_forward"`
+	JumpedTokens  int     `json:"jumped_tokens"`
+	TargetPasses  int64   `json:"target_passes"`
+	TokensPerPass float64 `json:"tokens_per_target_pass"`
 }
 
 // prefixReport is the prefix cache's counters summed over the runs (each
@@ -161,9 +172,14 @@ type specReport struct {
 	TokensPerPass float64 `json:"tokens_per_target_pass"`
 	DraftPasses   int64   `json:"draft_passes"`
 	DraftNodes    int64   `json:"draft_nodes"` // rows drafts added to target batches
-	MaxAccepted   int     `json:"max_accepted_depth"`
-	DraftSeconds  float64 `json:"draft_seconds"`
-	TotalSeconds  float64 `json:"total_seconds"` // wall time of the runs, draft included
+	// ForcedNodes are the draft nodes a grammar forced, which entered the
+	// drafts without a draft pass (jump-forward); DraftPassesPerToken is
+	// draft passes per generated token.
+	ForcedNodes         int64   `json:"forced_draft_nodes"`
+	DraftPassesPerToken float64 `json:"draft_passes_per_token"`
+	MaxAccepted         int     `json:"max_accepted_depth"`
+	DraftSeconds        float64 `json:"draft_seconds"`
+	TotalSeconds        float64 `json:"total_seconds"` // wall time of the runs, draft included
 }
 
 func stats(xs []float64) benchStats {
@@ -196,12 +212,16 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	sharedPrefix := fs.Int("shared-prefix", 0, "put the same `N` random tokens in front of every sequence's prompt (the prefix cache computes them once; prefill tok/s counts them)")
 	gf := addGrammarFlags(fs)
+	noJump := fs.Bool("no-jump-forward", false, "under a grammar, feed every forced token in a pass of its own (and draft it with a draft pass), as before jump-forward: the baseline")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	constraint, _, _, err := gf.spec("bench")
 	if err != nil {
 		return err
+	}
+	if *noJump && constraint == nil {
+		return fmt.Errorf("bench: --no-jump-forward needs a grammar (--json-schema, --json-schema-file, --grammar, --grammar-file): %w", errUsage)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -291,6 +311,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	// Prompts go in whole (one chunk each), and a step holds them all.
 	sc.PrefillChunk, sc.MaxBatchTokens = promptLen, promptLen**parallel
 	p.Model.Context = promptLen + *genTokens
+	if ps := p.Sampler(); ps != nil {
+		ps.NoJumpForward = *noJump
+	} else if *noJump {
+		return fmt.Errorf("bench: --no-jump-forward: the pipeline has no sample stage")
+	}
 	if needs := p.Needs(); needs.Rows > 0 {
 		// Room for every sequence's draft too, and, since a draft reaching
 		// past the context decodes plainly, context for every generated
@@ -330,7 +355,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var textMD5 string
 	var gram *grammarReport
 	if constraint != nil {
-		gram = &grammarReport{}
+		gram = &grammarReport{JumpForward: !*noJump}
 	}
 	if st := l.Store.Stats(); st.RingBuffers > 0 || st.StreamedLayers > 0 || st.Pinned > 0 {
 		off = &offloadReport{Budget: p.Model.MemBudget, Resident: st.Resident(), PinnedBytes: st.Pinned,
@@ -376,6 +401,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			gs := &eng.Grammars().Stats
 			gram.Rows += gs.Rows()
 			gram.MaskSeconds += gs.Time().Seconds()
+			gram.TargetPasses += eng.Stats().Steps
 		}
 		if !p.Cache.NoPrefixCache {
 			if prefix == nil {
@@ -400,6 +426,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			spec.TargetPasses += ss.Rounds
 			spec.DraftPasses += ss.DraftPasses
 			spec.DraftNodes += ss.DraftNodes
+			spec.ForcedNodes += ss.ForcedNodes
 			spec.MaxAccepted = max(spec.MaxAccepted, ss.MaxDepth)
 			spec.DraftSeconds += ss.DraftTime.Seconds()
 			specEmitted += ss.Emitted
@@ -442,6 +469,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			}
 			decoded += max(r.CompletionTokens-1, 0)
 			decodeTokens += r.CompletionTokens
+			if gram != nil {
+				gram.JumpedTokens += r.JumpedTokens
+			}
 			if r.CompletionTokens > 1 { // an --eos-id may end a sequence at its first token
 				seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
 			}
@@ -469,11 +499,15 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if spec != nil && spec.TargetPasses > 0 {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
+	if spec != nil {
+		spec.DraftPassesPerToken = float64(spec.DraftPasses) / float64(max(decodeTokens, 1))
+	}
 	r.Spec = spec
 	if gram != nil {
 		gram.GeneratedToks = decodeTokens
 		gram.PerRowMicros = 1e6 * gram.MaskSeconds / float64(max(gram.Rows, 1))
 		gram.PerTokMicros = 1e6 * gram.MaskSeconds / float64(max(decodeTokens, 1))
+		gram.TokensPerPass = float64(decodeTokens) / float64(max(gram.TargetPasses, 1))
 		r.Grammar = gram
 	}
 	r.KV, r.DraftKV = kv, draftKV
@@ -537,6 +571,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
 	if g := r.Grammar; g != nil {
 		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks)
+		fmt.Fprintf(tw, "jump-forward\t%v: %d forced tokens took no pass\t(%d target passes, %.2f generated tokens per pass)\n", g.JumpForward, g.JumpedTokens, g.TargetPasses, g.TokensPerPass)
 	}
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
@@ -574,6 +609,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if sp := r.Spec; sp != nil {
 		fmt.Fprintf(tw, "spec %s\t%.2f tokens per target pass\t(%d target passes, %d draft passes, %d draft nodes, draft %.0f%% of the time)\n",
 			sp.Mode, sp.TokensPerPass, sp.TargetPasses, sp.DraftPasses, sp.DraftNodes, 100*sp.DraftSeconds/max(sp.TotalSeconds, 1e-9))
+		if sp.ForcedNodes > 0 || r.Grammar != nil {
+			fmt.Fprintf(tw, "spec forced\t%d draft nodes without a draft pass\t(%.3f draft passes per generated token)\n", sp.ForcedNodes, sp.DraftPassesPerToken)
+		}
 	}
 	names := make([]string, 0, len(r.BusyShare))
 	for k := range r.BusyShare {

@@ -91,6 +91,12 @@ func Plain(t testing.TB, l *model.Loaded, temp float64, seed uint64) *sluice.Eng
 // or chain preset with the given sampler and tree budget (0: the preset's).
 func Spec(t testing.TB, preset string, temp float64, seed uint64, budget, threads int) *sluice.Engine {
 	t.Helper()
+	return SpecEdit(t, preset, temp, seed, budget, threads, nil)
+}
+
+// SpecEdit is Spec with edit (when not nil) applied to the pipeline last.
+func SpecEdit(t testing.TB, preset string, temp float64, seed uint64, budget, threads int, edit func(*pipelines.Pipeline)) *sluice.Engine {
+	t.Helper()
 	dir := testutil.Models(t)
 	p, err := pipelines.Preset(preset)
 	if err != nil {
@@ -108,6 +114,9 @@ func Spec(t testing.TB, preset string, temp float64, seed uint64, budget, thread
 	}
 	p.Model.Threads = threads
 	p.Draft = &pipelines.ModelSpec{Path: filepath.Join(dir, "llama2xs-260k", "llama2xs_model.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"), Threads: threads}
+	if edit != nil {
+		edit(p)
+	}
 	e, err := sluice.Open(context.Background(), sluice.Options{
 		Pipeline: p,
 		Model:    filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin"),
@@ -120,7 +129,10 @@ func Spec(t testing.TB, preset string, temp float64, seed uint64, budget, thread
 }
 
 // Lookup is prompt-lookup decoding (no draft model) on l, greedy.
-func Lookup(t testing.TB, l *model.Loaded) *sluice.Engine {
+func Lookup(t testing.TB, l *model.Loaded) *sluice.Engine { return LookupEdit(t, l, nil) }
+
+// LookupEdit is Lookup with edit (when not nil) applied to the pipeline last.
+func LookupEdit(t testing.TB, l *model.Loaded, edit func(*pipelines.Pipeline)) *sluice.Engine {
 	p, err := pipelines.Preset("chain")
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +142,9 @@ func Lookup(t testing.TB, l *model.Loaded) *sluice.Engine {
 		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok {
 			dp.Mode, dp.DraftMax = "lookup", 4
 		}
+	}
+	if edit != nil {
+		edit(p)
 	}
 	return Engine(t, l, p)
 }
