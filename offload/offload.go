@@ -159,9 +159,9 @@ type Options struct {
 	// Q8_0, and Q4_0 under a kernel set with a Q4_0 panel kernel) in their
 	// panel layout (kernels.Repack), in place, where the store owns
 	// the bytes: the RAM tier at Open, the ssd tier's pinned set at Plan
-	// and its streamed layers in their ring buffer after each read, off
-	// the compute's path (ring.go's packer). mmap'd bytes are never
-	// written.
+	// and its streamed layers in their ring buffer after each read while
+	// passes have more than one row (RowsHinter), off the compute's path
+	// (ring.go's packer). mmap'd bytes are never written.
 	// Pinned views of such a tensor report its layout (LayoutOf).
 	// Set it when kernels.Panels(tensor.Q8_0): a kernel set without a
 	// panel kernel gives the same bits, but slower.
@@ -274,6 +274,34 @@ func (s Stats) HitRate() float64 {
 		return float64(s.ChunkHits) / float64(n)
 	}
 	return 0
+}
+
+// RowsHinter is a store that lays out streamed weights for batches only
+// (the ssd tier: ring.go's packer): a pass of one row reads each weight
+// once whatever its layout, so packing the layers of a decode would only
+// spend a core; a batch re-reads each weight block per input, which the
+// panel layout serves. The model calls PassRows (through HintRows) before
+// the blocks of each pass with the pass's rows; reads that start after it
+// (the rest of the pass, and the window's first layers of the next) follow
+// it. The layout changes no bits (kernels' contract), only speed.
+type RowsHinter interface {
+	PassRows(n int)
+}
+
+// HintRows tells w, when it is a RowsHinter, that a pass of n rows starts.
+func HintRows(w Store, n int) {
+	// The store's own types first: an interface-to-interface assertion
+	// keeps a per-site cache the runtime grows at random moments (see
+	// LayoutOf).
+	switch s := w.(type) {
+	case *streamStore:
+		s.PassRows(n)
+	case *memStore:
+	default:
+		if h, ok := w.(RowsHinter); ok {
+			h.PassRows(n)
+		}
+	}
 }
 
 // Usage is how a model uses its weights, which a Planner lays out (not

@@ -36,7 +36,10 @@ import (
 // the panel kernels, as over a resident one (on a set without a row-major
 // batch path through panels, AVX-512 VNNI, a 128-row pass over row-major
 // layers ran at about a tenth of the panel kernels' rate), and the layout
-// pass costs the compute nothing while the CPU has a core to spare. The
+// pass costs the compute nothing while the CPU has a core to spare. Only
+// reads queued while passes have packRows rows or more are packed (the
+// model says each pass's rows: RowsHinter): a decode reads each weight
+// once whatever its layout, and the pass would only take CPU from it. The
 // panel layout takes the bytes the file's rows took (Q8_0, Q4_0), so the
 // ring's buffers keep their size. K-quants stay row-major in the ring:
 // their panels are per-call scratch about twice the weight's bytes, which
@@ -77,12 +80,17 @@ type slot struct {
 	cur        int   // stream position of the layer it holds, -1 none
 	pins       int   // Pinned views of it not yet released
 	pending    *load // a read queued into it, or nil
+	// packed: the packer laid out the tensors of the unit it holds
+	// (entry.layout); else they are row-major. Written under mu by the
+	// load that fills it, which waits until no Pinned of it is held.
+	packed bool
 }
 
 // load is one layer read into a slot.
 type load struct {
 	pos   int // stream position
 	slot  *slot
+	pack  bool // lay its tensors out in panels after the read
 	done  chan struct{}
 	err   error
 	start time.Time
@@ -101,9 +109,10 @@ type entry struct {
 	view  *view // resident (pinned set), or nil
 	rows  bool  // read by row (RowReader), never resident
 	pin   slotPin
-	// layout of the tensor's bytes in a ring buffer once its read is done:
-	// the panel layout when the packer lays it out (Options.Panels and
-	// kernels.Repackable; fixed at Plan), else row-major.
+	// layout of the tensor's bytes in a ring buffer the packer filled
+	// (slot.packed): the panel layout when it lays the tensor out
+	// (Options.Panels and kernels.Repackable; fixed at Plan), else
+	// row-major.
 	layout kernels.Layout
 }
 
@@ -147,6 +156,7 @@ type streamStore struct {
 	rowBuf                          []byte // aligned span of one row read
 	waitNanos                       atomic.Int64
 	packed, packNanos               atomic.Int64
+	rows                            atomic.Int64 // rows of the pass last hinted (RowsHinter)
 	tl                              atomic.Pointer[timeline]
 }
 
@@ -317,6 +327,7 @@ func (s *streamStore) loader() {
 			continue
 		}
 		ld.slot.cur = -1
+		ld.pack = s.stream[ld.pos].pack && s.rows.Load() >= packRows
 		s.mu.Unlock()
 
 		lp := s.stream[ld.pos]
@@ -336,7 +347,7 @@ func (s *streamStore) loader() {
 		}
 		s.tl.Load().read(s.layerIndex(lp), t0, time.Now(), false)
 		s.loads.Add(1)
-		if err == nil && lp.pack {
+		if err == nil && ld.pack {
 			// The packer lays it out while this goroutine reads the next
 			// one: packing here, between reads, measured 110m Q8_0 decode
 			// at a 100 MB budget, 1 thread, at half the row-major rate
@@ -355,13 +366,22 @@ func (s *streamStore) finish(ld *load, err error) {
 	s.mu.Lock()
 	ld.slot.pending = nil
 	if err == nil {
-		ld.slot.cur = ld.pos
+		ld.slot.cur, ld.slot.packed = ld.pos, ld.pack
 	}
 	ld.err = err
 	close(ld.done)
 	s.cond.Broadcast()
 	s.mu.Unlock()
 }
+
+// packRows is the fewest rows of a pass for which reads are packed: from
+// two inputs on, a panel tile reads each weight block once for all of
+// them, where the row-major kernels of the VNNI set re-read it per input.
+const packRows = 2
+
+// PassRows implements RowsHinter: reads that start from now on are
+// packed when n ≥ packRows.
+func (s *streamStore) PassRows(n int) { s.rows.Store(int64(n)) }
 
 // packer lays out in panels the tensors of each read the loader hands it
 // (layerPlan.pack), in the ring buffer the read filled, and ends the load.
@@ -422,7 +442,7 @@ func (p *slotPin) Bytes() []byte { return p.b }
 
 // Layout is the layout the loader left the tensor in (Laid).
 func (p *slotPin) Layout() kernels.Layout {
-	if p.e == nil {
+	if p.e == nil || !p.sl.packed {
 		return kernels.RowMajor
 	}
 	return p.e.layout

@@ -169,11 +169,12 @@ func TestTiersBitIdentical(t *testing.T) {
 const streamedPanelsChild = "SLUICE_TEST_STREAMED_PANELS"
 
 // The ssd tier's streamed layers reach the kernels in the panel layout
-// wherever the RAM tier's do (the model asks for panels when the kernel
-// set has a Q8_0 panel kernel), laid out by the store's packer, and give
-// the RAM tier's bits: Q8_0 and Q4_0, at 1 and 2 threads, with batches of
-// 1 to about 50 rows, under every SLUICE_ISA cap (each in a child process
-// of this test binary).
+// in batches wherever the RAM tier's are in panels (the model asks for
+// panels when the kernel set has a Q8_0 panel kernel), laid out by the
+// store's packer, row-major in a lone sequence's one-row decode, and give
+// the RAM tier's bits either way: Q8_0 and Q4_0, at 1 and 2 threads, with
+// batches of 1 to about 50 rows, under every SLUICE_ISA cap (each in a
+// child process of this test binary).
 func TestStreamedPanels(t *testing.T) {
 	if os.Getenv(streamedPanelsChild) == "" && !testing.Short() {
 		for _, isa := range kernels.ISANames() {
@@ -203,34 +204,41 @@ func TestStreamedPanels(t *testing.T) {
 			}
 		}
 		for _, threads := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%v/threads=%d", dt, threads), func(t *testing.T) {
-				lo := model.LoadOptions{Path: path, Tier: offload.RAM, Threads: threads}
-				wantLogits, wantTexts := promptLogits(t, enginetest.Load(t, lo), 1, 64, prompts)
-				lo.Tier = offload.SSD // no budget: every layer streams
-				l := enginetest.Load(t, lo)
-				ls := &layoutStore{Store: l.Store, seen: map[kernels.Layout]int{}}
-				l.Store = ls
-				got, texts := promptLogits(t, l, 1, 64, prompts)
-				sameLogits(t, wantLogits, got)
-				for pr, w := range wantTexts {
-					if texts[pr] != w {
-						t.Errorf("prompt %q: %q, want %q", pr, texts[pr], w)
+			// Three sequences together (batches all along), then one
+			// alone (its decode passes have one row).
+			for _, prs := range [][]string{prompts, {long}} {
+				t.Run(fmt.Sprintf("%v/threads=%d/sequences=%d", dt, threads, len(prs)), func(t *testing.T) {
+					lo := model.LoadOptions{Path: path, Tier: offload.RAM, Threads: threads}
+					wantLogits, wantTexts := promptLogits(t, enginetest.Load(t, lo), 1, 64, prs)
+					lo.Tier = offload.SSD // no budget: every layer streams
+					l := enginetest.Load(t, lo)
+					ls := &layoutStore{Store: l.Store, seen: map[kernels.Layout]int{}}
+					l.Store = ls
+					got, texts := promptLogits(t, l, 1, 64, prs)
+					sameLogits(t, wantLogits, got)
+					for pr, w := range wantTexts {
+						if texts[pr] != w {
+							t.Errorf("prompt %q: %q, want %q", pr, texts[pr], w)
+						}
 					}
-				}
-				st := ls.Stats()
-				if st.StreamedLayers != 6 || st.Loads == 0 {
-					t.Fatalf("not every layer streamed: %+v", st)
-				}
-				ls.mu.Lock()
-				defer ls.mu.Unlock()
-				if ls.seen[want] == 0 || len(ls.seen) != 1 {
-					t.Errorf("the blocks acquired streamed matrices in the layouts %v, want all %v", ls.seen, want)
-				}
-				if panels != (st.Packed > 0) {
-					t.Errorf("%d tensors laid out in panels after their read; panels: %v", st.Packed, panels)
-				}
-				t.Logf("%v: %d streamed matrices acquired in %v; %d laid out after their read in %v", kernels.Impl(), ls.seen[want], want, st.Packed, st.PackTime)
-			})
+					st := ls.Stats()
+					if st.StreamedLayers != 6 || st.Loads == 0 {
+						t.Fatalf("not every layer streamed: %+v", st)
+					}
+					ls.mu.Lock()
+					defer ls.mu.Unlock()
+					if ls.seen[want] == 0 || len(ls.seen) > 2 || len(ls.seen) == 2 && ls.seen[kernels.RowMajor] == 0 {
+						t.Errorf("the blocks acquired streamed matrices in the layouts %v, want %v", ls.seen, want)
+					}
+					if panels && len(prs) == 1 && ls.seen[kernels.RowMajor] == 0 {
+						t.Errorf("a lone sequence's one-row decode acquired no row-major matrix: %v (its reads were packed)", ls.seen)
+					}
+					if panels != (st.Packed > 0) {
+						t.Errorf("%d tensors laid out in panels after their read; panels: %v", st.Packed, panels)
+					}
+					t.Logf("%v: streamed matrices acquired %v; %d laid out after their read in %v", kernels.Impl(), ls.seen, st.Packed, st.PackTime)
+				})
+			}
 		}
 	}
 }
@@ -241,6 +249,9 @@ type layoutStore struct {
 	mu   sync.Mutex
 	seen map[kernels.Layout]int
 }
+
+// PassRows passes the model's hint on, so the ssd tier packs for batches.
+func (s *layoutStore) PassRows(n int) { offload.HintRows(s.Store, n) }
 
 func (s *layoutStore) Acquire(ctx context.Context, r offload.Ref) (offload.Pinned, error) {
 	p, err := s.Store.Acquire(ctx, r)
