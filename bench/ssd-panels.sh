@@ -7,7 +7,7 @@
 #
 #   bench/ssd-panels.sh BEFORE AFTER [MODEL] [ROUNDS]
 #
-# MODEL defaults to models/1b22-q8_0.gguf, made when missing: the 1b preset
+# MODEL defaults to bench/models/1b22-q8_0.gguf, made when missing: the 1b preset
 # with 22 layers, TinyLlama's shape (1,194,243,104 bytes). The ssd tier reads
 # with O_DIRECT (no page cache); as root the page cache is dropped before
 # each run anyway. A pass of N rows is `--prompt-tokens N --gen-tokens 1`
@@ -15,8 +15,8 @@
 # N ÷ prefill tok/s. Each line has the user and system CPU seconds of the
 # process and the load average: on a shared machine compare those.
 set -eu
-before=$1 after=$2 model=${3:-models/1b22-q8_0.gguf} rounds=${4:-3}
-cd "$(dirname "$0")"
+before=$(realpath "$1") after=$(realpath "$2") rounds=${4:-3}
+model=$(realpath -m "${3:-$(dirname "$0")/models/1b22-q8_0.gguf}")
 if [ ! -f "$model" ]; then
 	mkdir -p "$(dirname "$model")"
 	"$after" gen-model --preset 1b --dtype q8_0 --layers 22 -o "$model"
