@@ -37,10 +37,10 @@ func selectMatrix(c isaLevel) {
 	matQ8_0Impl, matQ4_0Impl = matQ8_0Generic, matQ4_0Generic
 	matQ8_0ActImpl, matQ4_0ActImpl = nil, nil
 	matQ8_0PanelImpl, matQ4_0PanelImpl, q8Major, q4Major, majorGroup = nil, nil, false, false, 8
-	quantizeBlocksImpl = quantizeBlocks
+	quantizeBlocksImpl, panelizeFast = quantizeBlocks, nil
 	implName, level = "generic", isaGeneric
 	if c >= isaAVX2 && cpuAVX2 {
-		quantizeBlocksImpl = quantizeBlocksAVX2
+		quantizeBlocksImpl, panelizeFast = quantizeBlocksAVX2, panelizeAVX2
 	}
 	switch {
 	case c >= isaAVX512 && cpuAVX512:

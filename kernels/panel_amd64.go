@@ -65,3 +65,30 @@ func scratchPanels(t tensor.DType, dst []float32, w []byte, xq *actQ8, n, rows, 
 	putPanelScratch(tmp)
 	return full
 }
+
+// panelizeAVX2 is panelize in assembly (matqk_panelize_amd64.s): per
+// block, the 16 rows' scales copied and their quants transposed 8 (Q8_0)
+// or 4 (Q4_0) rows at a time.
+func panelizeAVX2(t tensor.DType, dst, src []byte, nb int) {
+	if nb <= 0 {
+		return
+	}
+	rb := nb * t.BlockBytes()
+	// The assembly trusts its pointers: every row's blocks and the panel.
+	_ = src[PanelRows*rb-1]
+	_ = dst[PanelRows*rb-1]
+	if t == tensor.Q4_0 {
+		panelQ4AVX2(&dst[0], &src[0], rb, nb)
+	} else {
+		panelQ8AVX2(&dst[0], &src[0], rb, nb)
+	}
+}
+
+// panelQ8AVX2 and panelQ4AVX2 write the nb blocks of one Q8_0 or Q4_0
+// panel at dst from the 16 rows at src (rb bytes apart).
+//
+//go:noescape
+func panelQ8AVX2(dst, src *byte, rb, nb int)
+
+//go:noescape
+func panelQ4AVX2(dst, src *byte, rb, nb int)

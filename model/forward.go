@@ -31,8 +31,12 @@ func Forward(ctx context.Context, m Model, st *State, w offload.Store, ahead int
 // the weights of the block ahead blocks further down all, wrapping into the
 // next pass, so a tier that loads from disk reads them while this block
 // computes, and layer 0 of the next pass loads while the last layer
-// computes. ahead ≤ 0 gives no hints.
+// computes. ahead ≤ 0 gives no hints. The store also hears the pass's rows
+// (offload.HintRows).
 func RunBlocks(ctx context.Context, blocks, all []Block, ahead int, st *State, w offload.Store) error {
+	if st.Batch != nil {
+		offload.HintRows(w, st.Batch.Len()) // a streamed store lays out layers for batches
+	}
 	for _, b := range blocks {
 		if ahead > 0 && len(all) > 0 {
 			w.Prefetch(all[(b.Index()+ahead)%len(all)].Weights()...)

@@ -158,9 +158,10 @@ type Options struct {
 	// Panels lays out every matrix the kernels can (kernels.Repackable:
 	// Q8_0, and Q4_0 under a kernel set with a Q4_0 panel kernel) in their
 	// panel layout (kernels.Repack), in place, where the store owns
-	// the bytes: the RAM tier at Open and the ssd tier's pinned set at Plan
-	// (not its streamed layers: repacking each after its read cost more
-	// than it gave). mmap'd bytes are never written.
+	// the bytes: the RAM tier at Open, the ssd tier's pinned set at Plan
+	// and its streamed layers in their ring buffer after each read while
+	// passes have more than one row (RowsHinter), off the compute's path
+	// (ring.go's packer). mmap'd bytes are never written.
 	// Pinned views of such a tensor report its layout (LayoutOf).
 	// Set it when kernels.Panels(tensor.Q8_0): a kernel set without a
 	// panel kernel gives the same bits, but slower.
@@ -202,10 +203,21 @@ func LayoutOf(p Pinned) kernels.Layout {
 	return kernels.RowMajor
 }
 
+// panelsOf is the layout repack leaves tensor t in.
+func panelsOf(panels bool, t tensor.Info) kernels.Layout {
+	if !panels || !kernels.Repackable(t.DType, t.Rows(), t.Cols()) || len(t.Shape) < 2 {
+		return kernels.RowMajor
+	}
+	if t.DType == tensor.Q4_0 {
+		return kernels.PanelQ4_0
+	}
+	return kernels.PanelQ8_0
+}
+
 // repack lays out b (the bytes of tensor t) for the kernels when panels is
 // set and the kernels can, and returns the layout it is left in.
 func repack(panels bool, t tensor.Info, b []byte) (kernels.Layout, error) {
-	if !panels || !kernels.Repackable(t.DType, t.Rows(), t.Cols()) || len(t.Shape) < 2 {
+	if panelsOf(panels, t) == kernels.RowMajor {
 		return kernels.RowMajor, nil
 	}
 	w, err := kernels.Repack(kernels.Weight{DType: t.DType, Data: b, Rows: t.Rows(), Cols: t.Cols()})
@@ -231,7 +243,12 @@ type Stats struct {
 	RingBuffers    int           // layer buffers in the ring
 	RingBytes      int64         // bytes of the ring
 	StreamedLayers int           // layers that stream (the others are pinned)
-	RowBytes       int64         // bytes of rows read by RowReader (the embedding)
+	// Packed counts streamed tensors laid out in panels in the ring after
+	// their read (Options.Panels), PackTime the time that took (off the
+	// compute's path: it overlaps the next read).
+	Packed   int64
+	PackTime time.Duration
+	RowBytes int64 // bytes of rows read by RowReader (the embedding)
 	// SplitLayers: the layers were too large to stream whole under the
 	// budget, so the stream units (StreamedLayers, RingBuffers) are their
 	// large tensors; the small ones are pinned.
@@ -257,6 +274,34 @@ func (s Stats) HitRate() float64 {
 		return float64(s.ChunkHits) / float64(n)
 	}
 	return 0
+}
+
+// RowsHinter is a store that lays out streamed weights for batches only
+// (the ssd tier: ring.go's packer): a pass of one row reads each weight
+// once whatever its layout, so packing the layers of a decode would only
+// spend a core; a batch re-reads each weight block per input, which the
+// panel layout serves. The model calls PassRows (through HintRows) before
+// the blocks of each pass with the pass's rows; reads that start after it
+// (the rest of the pass, and the window's first layers of the next) follow
+// it. The layout changes no bits (kernels' contract), only speed.
+type RowsHinter interface {
+	PassRows(n int)
+}
+
+// HintRows tells w, when it is a RowsHinter, that a pass of n rows starts.
+func HintRows(w Store, n int) {
+	// The store's own types first: an interface-to-interface assertion
+	// keeps a per-site cache the runtime grows at random moments (see
+	// LayoutOf).
+	switch s := w.(type) {
+	case *streamStore:
+		s.PassRows(n)
+	case *memStore:
+	default:
+		if h, ok := w.(RowsHinter); ok {
+			h.PassRows(n)
+		}
+	}
 }
 
 // Usage is how a model uses its weights, which a Planner lays out (not

@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // layerPlan is one layer: its tensors and how they are read.
@@ -20,6 +22,7 @@ type layerPlan struct {
 	order   []*entry // as Layout listed them: the order the block acquires them
 	segs    []segment
 	bytes   int64 // buffer bytes
+	pack    bool  // streamed, and a tensor of it is laid out in panels after each read (entry.layout)
 }
 
 // Plan implements Planner.
@@ -161,8 +164,14 @@ func (s *streamStore) Plan(ctx context.Context, l Usage) error {
 		}
 	}
 	for i := nPinned; i < len(s.layers); i++ {
-		s.layers[i].pos = len(s.stream)
-		s.stream = append(s.stream, s.layers[i])
+		lp := s.layers[i]
+		lp.pos = len(s.stream)
+		s.stream = append(s.stream, lp)
+		for _, e := range lp.tensors {
+			if e.layout = panelsOf(s.o.Panels, e.ref.info()); e.layout != kernels.RowMajor {
+				lp.pack = true
+			}
+		}
 	}
 	for range ring {
 		b, u := alignedBuf(maxLayer)
@@ -174,9 +183,11 @@ func (s *streamStore) Plan(ctx context.Context, l Usage) error {
 	}
 	if ring > 0 {
 		s.jobs = make(chan *load, ring)
+		s.packs = make(chan *load, ring)
 		s.quit = make(chan struct{})
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.loader()
+		go s.packer()
 	}
 	s.o.Logger.Info().Str("pinned", FormatBytes(pinBytes)).Int("pinned_layers", nPinned).Int("streamed_layers", len(s.stream)).
 		Int("ring", ring).Str("layer", FormatBytes(maxLayer)).Str("chunk_cache", FormatBytes(s.cache.stats().bytes)).

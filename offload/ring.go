@@ -27,6 +27,28 @@ import (
 // leaves after the pinned set and the ring is a cache of chunks of the
 // streamed layers, which the loader copies instead of reading (chunks.go).
 //
+// Panels. With Options.Panels the ring holds the kernels' panel layout:
+// a second goroutine, the packer, lays out each streamed tensor the
+// kernels can (kernels.Repackable) in panels in its ring buffer once the
+// read is in, while the loader reads the next layer into another buffer
+// and the compute runs on a third; a read counts as done (an Acquire sees
+// the layer) only once it is packed. So a batch over a streamed layer runs
+// the panel kernels, as over a resident one (on a set without a row-major
+// batch path through panels, AVX-512 VNNI, a 128-row pass of a 1B Q8_0
+// model over row-major streamed layers took 6.1 CPU-s, over packed ones
+// 1.5, over the ram tier's 1.3), and the layout pass costs the compute
+// nothing while the CPU has a core to spare. Only reads that start while
+// passes have packRows rows or more are packed (the model says each
+// pass's rows: RowsHinter): a decode reads each weight once whatever its
+// layout, and the pass would only take CPU from it. The panel layout takes the bytes the file's rows took (Q8_0, Q4_0), so the
+// ring's buffers keep their size. K-quants stay row-major in the ring:
+// their panels are per-call scratch about twice the weight's bytes, which
+// would halve what a buffer holds, and their kernels already lay out a row
+// block at a time. The chunk cache holds the file's bytes (raw chunks):
+// a chunk is a fixed range of a segment, not a panel, so a load mixes
+// cached and read chunks and the packer lays out the whole tensor after
+// both are in.
+//
 // The window. The loader never overwrites a layer that may still be needed
 // before it: with the last streamed layer acquired at stream position c,
 // the layers c+1 … c+R (R ring buffers, positions wrapping into the next
@@ -58,12 +80,17 @@ type slot struct {
 	cur        int   // stream position of the layer it holds, -1 none
 	pins       int   // Pinned views of it not yet released
 	pending    *load // a read queued into it, or nil
+	// packed: the packer laid out the tensors of the unit it holds
+	// (entry.layout); else they are row-major. Written under mu by the
+	// load that fills it, which waits until no Pinned of it is held.
+	packed bool
 }
 
 // load is one layer read into a slot.
 type load struct {
 	pos   int // stream position
 	slot  *slot
+	pack  bool // lay its tensors out in panels after the read
 	done  chan struct{}
 	err   error
 	start time.Time
@@ -82,8 +109,10 @@ type entry struct {
 	view  *view // resident (pinned set), or nil
 	rows  bool  // read by row (RowReader), never resident
 	pin   slotPin
-	// layout of the tensor's bytes in a ring buffer: always row-major
-	// (streamed layers are not repacked; see loader).
+	// layout of the tensor's bytes in a ring buffer the packer filled
+	// (slot.packed): the panel layout when it lays the tensor out
+	// (Options.Panels and kernels.Repackable; fixed at Plan), else
+	// row-major.
 	layout kernels.Layout
 }
 
@@ -114,8 +143,11 @@ type streamStore struct {
 	// the window's reads queued (fill).
 	readAhead bool
 	jobs      chan *load
-	quit      chan struct{}
-	wg        sync.WaitGroup
+	// packs are reads done whose unit has tensors to lay out in panels,
+	// for the packer (one per ring buffer at most, as jobs).
+	packs chan *load
+	quit  chan struct{}
+	wg    sync.WaitGroup
 
 	closed                          atomic.Bool
 	acq, hints, loads, late, direct atomic.Int64
@@ -123,6 +155,8 @@ type streamStore struct {
 	rowMu                           sync.Mutex
 	rowBuf                          []byte // aligned span of one row read
 	waitNanos                       atomic.Int64
+	packed, packNanos               atomic.Int64
+	rows                            atomic.Int64 // rows of the pass last hinted (RowsHinter)
 	tl                              atomic.Pointer[timeline]
 }
 
@@ -293,6 +327,7 @@ func (s *streamStore) loader() {
 			continue
 		}
 		ld.slot.cur = -1
+		ld.pack = s.stream[ld.pos].pack && s.rows.Load() >= packRows
 		s.mu.Unlock()
 
 		lp := s.stream[ld.pos]
@@ -310,23 +345,78 @@ func (s *streamStore) loader() {
 				break
 			}
 		}
-		// Streamed layers stay row-major: repacking each one here after
-		// its read (a pass over the layer in Go) measured 110m Q8_0 decode
-		// at a 100 MB budget, 1 thread, alternating with the row-major
-		// build: 20.9 and 17.4 tok/s against 40.4 and 34.5. A decode
-		// reads a streamed layer once, so there is nothing to win back.
-		s.tl.Load().read(s.layerIndex(lp), t0, time.Now())
+		s.tl.Load().read(s.layerIndex(lp), t0, time.Now(), false)
 		s.loads.Add(1)
-
-		s.mu.Lock()
-		ld.slot.pending = nil
-		if err == nil {
-			ld.slot.cur = ld.pos
+		if err == nil && ld.pack {
+			// The packer lays it out while this goroutine reads the next
+			// one: packing here, between reads, measured 110m Q8_0 decode
+			// at a 100 MB budget, 1 thread, at half the row-major rate
+			// (20.9 tok/s against 40.4), the pass serialised with the
+			// reads.
+			s.packs <- ld // never blocks: one load per buffer in flight
+			continue
 		}
-		ld.err = err
-		close(ld.done)
-		s.cond.Broadcast()
-		s.mu.Unlock()
+		s.finish(ld, err)
+	}
+}
+
+// finish ends load ld: its buffer holds its position unless err; waiters
+// wake.
+func (s *streamStore) finish(ld *load, err error) {
+	s.mu.Lock()
+	ld.slot.pending = nil
+	if err == nil {
+		ld.slot.cur, ld.slot.packed = ld.pos, ld.pack
+	}
+	ld.err = err
+	close(ld.done)
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// packRows is the fewest rows of a pass for which reads are packed: from
+// two inputs on, a panel tile reads each weight block once for all of
+// them, where the row-major kernels of the VNNI set re-read it per input.
+const packRows = 2
+
+// PassRows implements RowsHinter: reads that start from now on are
+// packed when n ≥ packRows.
+func (s *streamStore) PassRows(n int) { s.rows.Store(int64(n)) }
+
+// packer lays out in panels the tensors of each read the loader hands it
+// (layerPlan.pack), in the ring buffer the read filled, and ends the load.
+// No one reads the buffer meanwhile: the load is still pending, so no
+// Acquire pins it.
+func (s *streamStore) packer() {
+	defer s.wg.Done()
+	for {
+		var ld *load
+		select {
+		case ld = <-s.packs:
+		case <-s.quit:
+			return
+		}
+		lp := s.stream[ld.pos]
+		t0 := time.Now()
+		var err error
+		for _, e := range lp.tensors {
+			if e.layout == kernels.RowMajor {
+				continue
+			}
+			b := ld.slot.buf[e.at : e.at+e.ref.Size : e.at+e.ref.Size]
+			var l kernels.Layout
+			if l, err = repack(true, e.ref.info(), b); err == nil && l != e.layout {
+				err = fmt.Errorf("offload: tensor %q: laid out as %v, planned as %v", e.ref.Name, l, e.layout)
+			}
+			if err != nil {
+				break
+			}
+			s.packed.Add(1)
+		}
+		t1 := time.Now()
+		s.packNanos.Add(int64(t1.Sub(t0)))
+		s.tl.Load().read(s.layerIndex(lp), t0, t1, true)
+		s.finish(ld, err)
 	}
 }
 
@@ -352,7 +442,7 @@ func (p *slotPin) Bytes() []byte { return p.b }
 
 // Layout is the layout the loader left the tensor in (Laid).
 func (p *slotPin) Layout() kernels.Layout {
-	if p.e == nil {
+	if p.e == nil || !p.sl.packed {
 		return kernels.RowMajor
 	}
 	return p.e.layout
@@ -565,6 +655,7 @@ func (s *streamStore) Stats() Stats {
 		BytesStreamed: s.bytesRead.Load(), Loads: s.loads.Load(), LateLoads: s.late.Load(),
 		Wait: time.Duration(s.waitNanos.Load()), Pinned: s.pinBytes, RingBuffers: len(s.slots), RingBytes: s.slotBytes * int64(len(s.slots)),
 		StreamedLayers: len(s.stream), RowBytes: s.rowBytes.Load(), SplitLayers: s.split,
+		Packed: s.packed.Load(), PackTime: time.Duration(s.packNanos.Load()),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,11 +45,17 @@ func sixLayers(t *testing.T, dt ...tensor.DType) string {
 // every position's logits by prompt, and the texts.
 func allLogits(t *testing.T, l *model.Loaded, ahead int) (map[string][][]float32, map[string]string) {
 	t.Helper()
-	p := enginetest.Pipeline(t, 0, 3, 3, 12)
+	return promptLogits(t, l, ahead, 3, []string{"", "Lily and Tom", "The cat sat on the mat."})
+}
+
+// promptLogits is allLogits over the given prompts, in prefill chunks of
+// chunk tokens.
+func promptLogits(t *testing.T, l *model.Loaded, ahead, chunk int, prompts []string) (map[string][][]float32, map[string]string) {
+	t.Helper()
+	p := enginetest.Pipeline(t, 0, len(prompts), chunk, 12)
 	s, _ := p.StageOfKind(pipelines.KindTransformerLayers)
 	s.Params.(*pipelines.TransformerLayersParams).PrefetchAhead = ahead
 	e := enginetest.Engine(t, l, p)
-	prompts := []string{"", "Lily and Tom", "The cat sat on the mat."}
 	var mu sync.Mutex
 	logits := map[string][][]float32{}
 	texts := map[string]string{}
@@ -155,6 +162,105 @@ func TestTiersBitIdentical(t *testing.T) {
 		dir := testutil.Models(t)
 		check(t, model.LoadOptions{Path: filepath.Join(dir, "stories260K", "stories260K.bin"), Tokenizer: filepath.Join(dir, "stories260K", "tok512.bin")})
 	})
+}
+
+// streamedPanelsChild marks a run of TestStreamedPanels under one
+// SLUICE_ISA cap (the kernels read the cap once, at start).
+const streamedPanelsChild = "SLUICE_TEST_STREAMED_PANELS"
+
+// The ssd tier's streamed layers reach the kernels in the panel layout
+// in batches wherever the RAM tier's are in panels (the model asks for
+// panels when the kernel set has a Q8_0 panel kernel), laid out by the
+// store's packer, row-major in a lone sequence's one-row decode, and give
+// the RAM tier's bits either way: Q8_0 and Q4_0, at 1 and 2 threads, with
+// batches of 1 to about 50 rows, under every SLUICE_ISA cap (each in a
+// child process of this test binary).
+func TestStreamedPanels(t *testing.T) {
+	if os.Getenv(streamedPanelsChild) == "" && !testing.Short() {
+		for _, isa := range kernels.ISANames() {
+			t.Run("SLUICE_ISA="+isa, func(t *testing.T) {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestStreamedPanels$", "-test.v")
+				cmd.Env = append(os.Environ(), streamedPanelsChild+"=1", "SLUICE_ISA="+isa)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("under SLUICE_ISA=%s: %v\n%s", isa, err, out)
+				}
+				if !strings.Contains(string(out), "--- PASS: TestStreamedPanels") {
+					t.Fatalf("under SLUICE_ISA=%s the test did not run:\n%s", isa, out)
+				}
+			})
+		}
+	}
+	long := strings.Repeat("Lily and Tom went to the park to play with a ball. ", 5)
+	prompts := []string{"Lily and Tom", "The cat sat on the mat.", long}
+	for _, dt := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
+		path := sixLayers(t, dt)
+		panels := kernels.Panels(tensor.Q8_0) && kernels.Repackable(dt, 32, 64) // model.Load's rule
+		want := kernels.RowMajor
+		if panels {
+			want = kernels.PanelQ8_0
+			if dt == tensor.Q4_0 {
+				want = kernels.PanelQ4_0
+			}
+		}
+		for _, threads := range []int{1, 2} {
+			// Three sequences together (batches all along), then one
+			// alone (its decode passes have one row).
+			for _, prs := range [][]string{prompts, {long}} {
+				t.Run(fmt.Sprintf("%v/threads=%d/sequences=%d", dt, threads, len(prs)), func(t *testing.T) {
+					lo := model.LoadOptions{Path: path, Tier: offload.RAM, Threads: threads}
+					wantLogits, wantTexts := promptLogits(t, enginetest.Load(t, lo), 1, 64, prs)
+					lo.Tier = offload.SSD // no budget: every layer streams
+					l := enginetest.Load(t, lo)
+					ls := &layoutStore{Store: l.Store, seen: map[kernels.Layout]int{}}
+					l.Store = ls
+					got, texts := promptLogits(t, l, 1, 64, prs)
+					sameLogits(t, wantLogits, got)
+					for pr, w := range wantTexts {
+						if texts[pr] != w {
+							t.Errorf("prompt %q: %q, want %q", pr, texts[pr], w)
+						}
+					}
+					st := ls.Stats()
+					if st.StreamedLayers != 6 || st.Loads == 0 {
+						t.Fatalf("not every layer streamed: %+v", st)
+					}
+					ls.mu.Lock()
+					defer ls.mu.Unlock()
+					if ls.seen[want] == 0 || len(ls.seen) > 2 || len(ls.seen) == 2 && ls.seen[kernels.RowMajor] == 0 {
+						t.Errorf("the blocks acquired streamed matrices in the layouts %v, want %v", ls.seen, want)
+					}
+					if panels && len(prs) == 1 && ls.seen[kernels.RowMajor] == 0 {
+						t.Errorf("a lone sequence's one-row decode acquired no row-major matrix: %v (its reads were packed)", ls.seen)
+					}
+					if panels != (st.Packed > 0) {
+						t.Errorf("%d tensors laid out in panels after their read; panels: %v", st.Packed, panels)
+					}
+					t.Logf("%v: streamed matrices acquired %v; %d laid out after their read in %v", kernels.Impl(), ls.seen, st.Packed, st.PackTime)
+				})
+			}
+		}
+	}
+}
+
+// layoutStore counts the layouts of the layer matrices the blocks acquire.
+type layoutStore struct {
+	offload.Store
+	mu   sync.Mutex
+	seen map[kernels.Layout]int
+}
+
+// PassRows passes the model's hint on, so the ssd tier packs for batches.
+func (s *layoutStore) PassRows(n int) { offload.HintRows(s.Store, n) }
+
+func (s *layoutStore) Acquire(ctx context.Context, r offload.Ref) (offload.Pinned, error) {
+	p, err := s.Store.Acquire(ctx, r)
+	if err == nil && strings.HasPrefix(r.Name, "blk.") && len(r.Shape) == 2 {
+		s.mu.Lock()
+		s.seen[offload.LayoutOf(p)]++
+		s.mu.Unlock()
+	}
+	return p, err
 }
 
 // poisonStore hands out copies of the weights and overwrites each with NaN

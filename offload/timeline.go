@@ -14,6 +14,9 @@ type Span struct {
 	Pass  int // forward pass, from 0 (a read belongs to the pass that issued it)
 	Layer int // -1: not a layer (embedding, head)
 	Read  bool
+	// Pack: a read span that is the layout pass after the read (the ring
+	// holds panels: ring.go's packer), not the disk read.
+	Pack  bool
 	Start time.Time
 	End   time.Time
 }
@@ -95,12 +98,12 @@ func (t *timeline) resumed(t1 time.Time) {
 	}
 }
 
-func (t *timeline) read(layer int, start, end time.Time) {
+func (t *timeline) read(layer int, start, end time.Time, pack bool) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
-	t.add(Span{Pass: t.pass, Layer: layer, Read: true, Start: start, End: end})
+	t.add(Span{Pass: t.pass, Layer: layer, Read: true, Pack: pack, Start: start, End: end})
 	t.mu.Unlock()
 }
 

@@ -134,8 +134,12 @@ type offloadReport struct {
 	LateLoads          int64   `json:"late_loads"`
 	Loads              int64   `json:"loads"`
 	WaitSeconds        float64 `json:"wait_seconds"`
-	DiskBytesPerSec    float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
-	DiskDirect         bool    `json:"disk_read_direct,omitempty"`
+	// PackedTensors counts streamed tensors laid out in panels after their
+	// read, PackSeconds the time that took (off the compute's path).
+	PackedTensors   int64   `json:"packed_tensors"`
+	PackSeconds     float64 `json:"pack_seconds"`
+	DiskBytesPerSec float64 `json:"disk_read_bytes_per_s,omitempty"` // --disk-bandwidth
+	DiskDirect      bool    `json:"disk_read_direct,omitempty"`
 	// BoundTokS is the decode rate the disk allows: bandwidth / bytes streamed per token.
 	BoundTokS float64 `json:"disk_bound_tok_s,omitempty"`
 }
@@ -528,6 +532,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		off.CacheBytesPerToken = float64(st.BytesFromCache) / float64(max(n, 1))
 		off.ChunkHits, off.ChunkMisses, off.HitRate = st.ChunkHits, st.ChunkMisses, st.HitRate()
 		off.Loads, off.LateLoads, off.WaitSeconds = st.Loads, st.LateLoads, st.Wait.Seconds()
+		off.PackedTensors, off.PackSeconds = st.Packed, st.PackTime.Seconds()
 		if off.DiskBytesPerSec > 0 && off.BytesPerToken > 0 {
 			off.BoundTokS = off.DiskBytesPerSec / off.BytesPerToken
 		}
@@ -581,6 +586,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "offload\tresident %s (budget %s): pinned %s, %d layers streamed through %d buffers, prefetch %d ahead\n",
 			offload.FormatBytes(o.Resident), offload.FormatBytes(o.Budget), offload.FormatBytes(o.PinnedBytes), o.StreamedLayers, o.RingBuffers, o.PrefetchAhead)
 		fmt.Fprintf(tw, "streamed\t%s per token from disk\t(%d layer reads, %d late, %.2f s waited)\n", offload.FormatBytes(int64(o.BytesPerToken)), o.Loads, o.LateLoads, o.WaitSeconds)
+		if o.PackedTensors > 0 {
+			fmt.Fprintf(tw, "panels\t%d streamed tensors laid out after their read\t(%.2f s, overlapping reads and compute)\n", o.PackedTensors, o.PackSeconds)
+		}
 		if o.CacheBytes > 0 {
 			fmt.Fprintf(tw, "chunk cache\t%s per token from %s of cache\t(%d hits, %d misses: hit rate %.3f)\n",
 				offload.FormatBytes(int64(o.CacheBytesPerToken)), offload.FormatBytes(o.CacheBytes), o.ChunkHits, o.ChunkMisses, o.HitRate)

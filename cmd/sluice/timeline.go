@@ -10,8 +10,9 @@ import (
 )
 
 // writeTimeline draws the store's spans of the last passes as an SVG: one
-// row per layer, its weight reads (blue) above its compute (orange), on one
-// time axis, so whether reads overlap compute shows at a glance.
+// row per layer, its weight reads (blue; the layout of the read bytes in
+// panels after them green) above its compute (orange), on one time axis,
+// so whether reads overlap compute shows at a glance.
 func writeTimeline(w io.Writer, spans []offload.Span, passes int) error {
 	var layers, last int
 	for _, s := range spans {
@@ -47,15 +48,18 @@ func writeTimeline(w io.Writer, spans []offload.Span, passes int) error {
 	x := func(t time.Time) float64 { return left + width*max(0, t.Sub(t0).Seconds())/span }
 	h := top + layers*row + 40
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", left+width+20, h)
-	fmt.Fprintf(w, `<text x="%d" y="16">%d passes, %.1f ms: weight reads (blue) and compute (orange) per layer</text>`+"\n", left, last-first+1, 1000*span)
+	fmt.Fprintf(w, `<text x="%d" y="16">%d passes, %.1f ms: weight reads (blue), panel layout (green) and compute (orange) per layer</text>`+"\n", left, last-first+1, 1000*span)
 	for l := range layers {
 		fmt.Fprintf(w, `<text x="4" y="%d">layer %d</text>`+"\n", top+l*row+12, l)
 	}
 	for _, s := range keep {
 		y, hgt, color := top+s.Layer*row, row/2-1, "#e8871e"
-		if s.Read {
+		switch {
+		case s.Pack:
+			color = "#2a9d5c"
+		case s.Read:
 			color = "#3a7bd5"
-		} else {
+		default:
 			y += row / 2
 		}
 		x0, x1 := x(s.Start), x(s.End)
