@@ -94,3 +94,26 @@ func TestRoundScalesF16(t *testing.T) {
 		check(xs[n%5 : n%5+n])
 	}
 }
+
+// BenchmarkRoundScalesF16 is the activation quantizer's scale rounding for
+// one 32-input batch of a 768-wide layer input (768 block scales), the
+// selected loop against the generic one.
+func BenchmarkRoundScalesF16(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	src := make([]float32, 32*768/tile)
+	for i := range src {
+		src[i] = float32(r.ExpFloat64()) / 127
+	}
+	d := make([]float32, len(src))
+	for _, k := range []struct {
+		name string
+		f    func([]float32)
+	}{{Impl(), roundScalesF16}, {"generic", roundScalesGeneric}} {
+		b.Run(k.name, func(b *testing.B) {
+			for b.Loop() {
+				copy(d, src)
+				k.f(d)
+			}
+		})
+	}
+}
