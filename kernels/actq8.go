@@ -123,10 +123,10 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 // architecture: 10 of 48 greedy runs gave llama.cpp's 64 ids with float32
 // scales, 42 with binary16 ones.
 //
-// The AVX2 sets round 8 scales at a time with F16C (roundScalesF16C): a
+// The AVX2 sets round 8 scales at a time with F16C (roundScalesF16C): every
 // block of every input of every matrix product goes through here, and the
-// scalar conversions pair were 2.5% of a 32-sequence decode step of the 110m
-// Q8_0 model at one thread; VCVTPS2PH and VCVTPH2PS give the same bits
+// pair of scalar conversions was 2.5% of a 32-sequence decode step of the
+// 110m Q8_0 model at one thread; VCVTPS2PH and VCVTPH2PS give the same bits
 // (TestRoundScalesF16).
 func roundScalesF16(d []float32) { roundScalesImpl(d) }
 
