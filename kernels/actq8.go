@@ -122,7 +122,19 @@ func (a *actQ8) rows(x []float32, cols int, t tensor.DType, lo, hi int) {
 // NaN. Measured on model/archs' 64-wide Q8_0 files, seeds 11–18 of each
 // architecture: 10 of 48 greedy runs gave llama.cpp's 64 ids with float32
 // scales, 42 with binary16 ones.
-func roundScalesF16(d []float32) {
+//
+// The AVX2 sets round 8 scales at a time with F16C (roundScalesF16C): every
+// block of every input of every matrix product goes through here, and the
+// pair of scalar conversions was 2.5% of a 32-sequence decode step of the
+// 110m Q8_0 model at one thread; VCVTPS2PH and VCVTPH2PS give the same bits
+// (TestRoundScalesF16).
+func roundScalesF16(d []float32) { roundScalesImpl(d) }
+
+// roundScalesImpl is roundScalesGeneric unless a selector installs a vector
+// loop with its bits.
+var roundScalesImpl = roundScalesGeneric
+
+func roundScalesGeneric(d []float32) {
 	for i, v := range d {
 		if v <= 65504 { // false for NaN: it stays
 			d[i] = tensor.F16ToF32(tensor.F32ToF16(v))

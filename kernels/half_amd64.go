@@ -4,9 +4,9 @@ package kernels
 
 func init() {
 	addSelector(func(c isaLevel) {
-		roundF16Impl = roundF16Generic
+		roundF16Impl, roundScalesImpl = roundF16Generic, roundScalesGeneric
 		if c >= isaAVX2 && cpuAVX2 {
-			roundF16Impl = roundF16F16C
+			roundF16Impl, roundScalesImpl = roundF16F16C, roundScalesF16CTail
 		}
 	})
 }
@@ -28,3 +28,21 @@ func roundF16F16C(dst []uint16, src []float32) {
 //
 //go:noescape
 func f32ToF16F16C(dst *uint16, src *float32, n int)
+
+// roundScalesF16CTail is roundScalesGeneric with F16C over the multiple of
+// 8, the generic loop for the tail.
+func roundScalesF16CTail(d []float32) {
+	n8 := len(d) &^ 7
+	if n8 > 0 {
+		roundScalesF16C(&d[0], n8)
+	}
+	roundScalesGeneric(d[n8:])
+}
+
+// roundScalesF16C sets d[i] = VCVTPH2PS(VCVTPS2PH(d[i])), rounding to
+// nearest even, where d[i] <= 65504 (not NaN, not above binary16's largest
+// finite value), for i < n (a multiple of 8): roundScalesGeneric's rule,
+// with tensor.F32ToF16's rounding (TestRoundF16) and an exact widening.
+//
+//go:noescape
+func roundScalesF16C(d *float32, n int)

@@ -6,6 +6,8 @@ DATA f16qnan<>+0(SB)/4, $0x7fc00000
 GLOBL f16qnan<>(SB), RODATA|NOPTR, $4
 DATA f16sign<>+0(SB)/4, $0x80000000
 GLOBL f16sign<>(SB), RODATA|NOPTR, $4
+DATA f16max<>+0(SB)/4, $0x477fe000 // 65504, binary16's largest finite value
+GLOBL f16max<>(SB), RODATA|NOPTR, $4
 
 // func f32ToF16F16C(dst *uint16, src *float32, n int)
 TEXT ·f32ToF16F16C(SB), NOSPLIT, $0-24
@@ -29,5 +31,28 @@ cvt:
 	JMP       cvt
 
 done:
+	VZEROUPPER
+	RET
+
+// func roundScalesF16C(d *float32, n int)
+TEXT ·roundScalesF16C(SB), NOSPLIT, $0-16
+	MOVQ         d+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS f16max<>(SB), Y3
+	XORQ         AX, AX
+
+round:
+	CMPQ      AX, CX
+	JGE       rdone
+	VMOVUPS   (SI)(AX*4), Y0
+	VCMPPS    $0x12, Y3, Y0, Y1 // d <= 65504, ordered (false for NaN)
+	VCVTPS2PH $0, Y0, X2
+	VCVTPH2PS X2, Y2
+	VBLENDVPS Y1, Y2, Y0, Y0
+	VMOVUPS   Y0, (SI)(AX*4)
+	ADDQ      $8, AX
+	JMP       round
+
+rdone:
 	VZEROUPPER
 	RET

@@ -225,7 +225,31 @@ func (s *Sampler) argmax(logits []float32, pen []int32) (int32, error) {
 
 // argmaxRange folds x[lo:hi] into (best, bestV), keeping the first maximum. It
 // stops at the first NaN or +Inf and returns its index as bad (else -1).
+//
+// Eight logits at a time are first tested together: past the first few
+// hundred ids a new maximum is rare, so most blocks take eight compares
+// and one loop step, and only a block holding a larger, NaN or +Inf logit
+// is walked one by one (argmaxOne, the same tests in the same order, so
+// the same answer). 32 sequences of 32k logits a step spent 3% of a 110m
+// decode in the one-by-one loop.
 func argmaxRange(x []float32, lo, hi, best int, bestV float32) (int, float32, int) {
+	i := lo
+	for ; i+8 <= hi; i += 8 {
+		c := x[i : i+8 : i+8]
+		if c[0] <= bestV && c[1] <= bestV && c[2] <= bestV && c[3] <= bestV &&
+			c[4] <= bestV && c[5] <= bestV && c[6] <= bestV && c[7] <= bestV {
+			continue
+		}
+		var bad int
+		if best, bestV, bad = argmaxOne(x, i, i+8, best, bestV); bad >= 0 {
+			return best, bestV, bad
+		}
+	}
+	return argmaxOne(x, i, hi, best, bestV)
+}
+
+// argmaxOne is argmaxRange one logit at a time.
+func argmaxOne(x []float32, lo, hi, best int, bestV float32) (int, float32, int) {
 	for i := lo; i < hi; i++ {
 		if v := x[i]; !(v <= bestV) {
 			if v != v || v > math.MaxFloat32 {

@@ -825,3 +825,40 @@ func FuzzDist(f *testing.F) {
 		}
 	})
 }
+
+// TestArgmaxRangeBlocks: argmaxRange's eight-at-a-time scan gives argmaxOne's
+// answer (the first maximum, or the first NaN or +Inf as bad) for every
+// start, length and starting best, over logits with ties, -Inf, NaN and +Inf
+// placed in and across blocks.
+func TestArgmaxRangeBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	nan := float32(math.NaN())
+	for trial := range 400 {
+		n := r.IntN(80)
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.IntN(9)) // small integers: many ties
+			switch r.IntN(40) {
+			case 0:
+				x[i] = nan
+			case 1:
+				x[i] = inf
+			case 2:
+				x[i] = -inf
+			}
+		}
+		for lo := 0; lo <= n; lo += 1 + r.IntN(5) {
+			for _, start := range []struct {
+				best int
+				v    float32
+			}{{-1, -inf}, {-1, 4}, {7, 8}} {
+				gb, gv, gbad := argmaxRange(x, lo, n, start.best, start.v)
+				wb, wv, wbad := argmaxOne(x, lo, n, start.best, start.v)
+				if gb != wb || math.Float32bits(gv) != math.Float32bits(wv) || gbad != wbad {
+					t.Fatalf("trial %d x=%v [%d:%d] from (%d, %v): (%d, %v, %d), one by one (%d, %v, %d)",
+						trial, x, lo, n, start.best, start.v, gb, gv, gbad, wb, wv, wbad)
+				}
+			}
+		}
+	}
+}
