@@ -69,6 +69,16 @@ type benchReport struct {
 	Prefix       *prefixReport `json:"prefix_cache,omitempty"`
 	// Grammar is what masking cost under --json-schema / --grammar.
 	Grammar *grammarReport `json:"grammar,omitempty"`
+	// Temperature and Seed are --temp and --seed when sampling (absent:
+	// greedy).
+	Temperature float64 `json:"temperature,omitempty"`
+	Seed        uint64  `json:"seed,omitempty"`
+	// CPUSeconds is the process's user+system CPU time over all runs
+	// (prefill and decode; model loading excluded), and CPUMsPerToken that
+	// over every generated token: on a shared machine a ratio of CPU times
+	// is steadier than one of wall-clock rates.
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	CPUMsPerToken float64 `json:"cpu_ms_per_token,omitempty"`
 }
 
 // grammarReport is the grammar processors' time over all runs: rows masked
@@ -194,6 +204,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	timelineSVG := fs.String("timeline", "", "write the last decode passes' per-layer weight reads and compute (ssd tier) to this `FILE.svg`")
 	diskBW := fs.Bool("disk-bandwidth", false, "ssd tier: first measure the O_DIRECT read bandwidth of the model file (as the store reads it) and report the decode rate it allows")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	temp := fs.Float64("temp", 0, "sampling temperature; 0 is greedy. Above 0 the sampler keeps top-k 40 and top-p 0.95 with min-p off (llama.cpp's defaults as node-llama-cpp sets them), so both engines draw from the same distribution")
+	seed := fs.Uint64("seed", 1, "sampling seed with --temp (every run uses it, so runs repeat their text)")
 	sharedPrefix := fs.Int("shared-prefix", 0, "put the same `N` random tokens in front of every sequence's prompt (the prefix cache computes them once; prefill tok/s counts them)")
 	gf := addGrammarFlags(fs)
 	if _, err := parse(fs, args); err != nil {
@@ -239,9 +251,21 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if *sharedPrefix < 0 {
 		return fmt.Errorf("bench: --shared-prefix = %d, want ≥ 0: %w", *sharedPrefix, errUsage)
 	}
-	p, err := pipelines.Preset("greedy")
+	if *temp < 0 {
+		return fmt.Errorf("bench: --temp %v: want ≥ 0 (0: greedy): %w", *temp, errUsage)
+	}
+	preset := "greedy"
+	if *temp > 0 {
+		preset = "sample"
+	}
+	p, err := pipelines.Preset(preset)
 	if err != nil {
 		return err
+	}
+	if *temp > 0 {
+		s, _ := p.StageOfKind(pipelines.KindSample)
+		ps := s.Params.(*pipelines.SampleParams)
+		ps.Temperature, ps.TopK, ps.TopP, ps.MinP, ps.Seed = *temp, 40, 0.95, 0, seed
 	}
 	mf.apply(p)
 	if err := sf.noBeams("bench"); err != nil {
@@ -346,6 +370,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			off.DiskBytesPerSec, off.DiskDirect = bw, direct
 		}
 	}
+	cpu0, cpuOK := processCPU()
 	for run := range *runs {
 		if run == *runs-1 && *timelineSVG != "" {
 			if tl, ok := l.Store.(offload.Timeliner); ok {
@@ -414,7 +439,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			sum := md5.Sum([]byte(r.Completion))
 			h := hex.EncodeToString(sum[:])
 			if textMD5 != "" && h != textMD5 {
-				return fmt.Errorf("bench: run %d generated another text than run 1 (md5 %s, not %s): greedy decoding must repeat", run+1, h, textMD5)
+				return fmt.Errorf("bench: run %d generated another text than run 1 (md5 %s, not %s): greedy or seeded decoding must repeat", run+1, h, textMD5)
 			}
 			textMD5 = h
 		}
@@ -460,12 +485,20 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			total += st.Busy
 		}
 	}
+	cpu1, _ := processCPU()
 	r := benchReport{
 		Model: p.Model.Path, Kernels: kernels.Impl(), Threads: l.Pool.Threads(), PromptTokens: *promptTokens, GenTokens: *genTokens, Runs: *runs,
 		Parallel: *parallel, Prefill: stats(prefill), Decode: stats(dec), PerSeqDecode: stats(perSeq),
 		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{}, PromptText: usePrompt, TextMD5: textMD5,
 	}
 	r.PrefillTokS, r.DecodeTokS, r.PerSeqDecodeTokS = r.Prefill.Median, r.Decode.Median, r.PerSeqDecode.Median
+	if *temp > 0 {
+		r.Temperature, r.Seed = *temp, *seed
+	}
+	if cpuOK {
+		r.CPUSeconds = (cpu1 - cpu0).Seconds()
+		r.CPUMsPerToken = 1e3 * r.CPUSeconds / float64(max(decodeTokens, 1))
+	}
 	if spec != nil && spec.TargetPasses > 0 {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
@@ -540,6 +573,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
+	}
+	if r.CPUSeconds > 0 {
+		fmt.Fprintf(tw, "cpu\t%.2f ms per generated token\t(%.2f s user+system over the runs, prefill included)\n", r.CPUMsPerToken, r.CPUSeconds)
+	}
+	if r.Temperature > 0 {
+		fmt.Fprintf(tw, "sampling\ttemperature %g, seed %d\n", r.Temperature, r.Seed)
 	}
 	fmt.Fprintf(tw, "peak rss\t%s\n", humanBytes(r.PeakRSSBytes))
 	if o := r.Offload; o != nil {
