@@ -90,6 +90,11 @@ type grammarReport struct {
 	PerTokMicros  float64 `json:"mask_us_per_token"`
 	MaskSeconds   float64 `json:"mask_seconds"`
 	GeneratedToks int     `json:"generated_tokens"`
+	// Completed of Sequences (over all runs) ended because their value was
+	// complete (finish "stop"), not at --gen-tokens: a run's token mix (keys,
+	// strings, numbers, the end) depends on how far the values got.
+	Completed int `json:"completed_sequences"`
+	Sequences int `json:"sequences"`
 }
 
 // prefixReport is the prefix cache's counters summed over the runs (each
@@ -466,6 +471,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 				endAll = r.End
 			}
 			decoded += max(r.CompletionTokens-1, 0)
+			if gram != nil {
+				gram.Sequences++
+				if r.Finish == sluice.FinishStop {
+					gram.Completed++
+				}
+			}
 			decodeTokens += r.CompletionTokens
 			if r.CompletionTokens > 1 { // an --eos-id may end a sequence at its first token
 				seqRate += float64(r.CompletionTokens-1) / r.End.Sub(r.FirstToken).Seconds()
@@ -569,7 +580,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d %s, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, what, r.Runs)
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
 	if g := r.Grammar; g != nil {
-		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks)
+		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens; %d of %d values complete)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks, g.Completed, g.Sequences)
 	}
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
