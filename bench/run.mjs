@@ -14,6 +14,21 @@
 //       [--sluice-args="--kv-type f16"] \
 //       [--json-out results/run.json] models/15m-f32.gguf ...
 //
+// Constrained decoding (issue 21): with --schema FILE (repeatable) each run
+// is, per model, thread count and schema, `sluice bench --json-schema-file
+// FILE`, the same bench without the schema, and `node grammar.mjs --schema
+// FILE --unconstrained` (llama.cpp under node-llama-cpp's
+// createGrammarForJsonSchema, then without it), in alternating order; the
+// tables give sluice ÷ llama.cpp under the schema and each engine's
+// constrained ÷ unconstrained decode rate, by wall clock and by CPU time
+// per token. --temp T (0: greedy) and --seed S go to both engines;
+// --parallel N decodes N sequences in one sluice batch (llama.cpp is then
+// not run: grammar.mjs decodes one sequence).
+//
+//   node run.mjs --sluice bin/sluice --schema schemas/record10.json \
+//       --threads 1,2 --runs 5 --prompt-tokens 16 --gen-tokens 128 \
+//       [--temp 0.8 --seed 1] [--parallel 32] models/110m-q8_0.gguf
+//
 // --sluice-args=FLAGS (with "=": its value starts with a dash) adds FLAGS,
 // split at white space, to every `sluice bench`
 // run, e.g. --kv-type f16 to hold the KV cache in binary16 as llama.cpp
@@ -48,6 +63,10 @@ const {values: opt, positionals: models} = parseArgs({
         "json-out": {type: "string", default: ""},
         "timeout-s": {type: "string", default: "0"},
         "kernels-stream": {type: "boolean", default: false},
+        schema: {type: "string", multiple: true, default: []},
+        temp: {type: "string", default: "0"},
+        seed: {type: "string", default: "1"},
+        parallel: {type: "string", default: "1"},
         render: {type: "boolean", default: false}
     },
     allowPositionals: true,
@@ -79,8 +98,16 @@ if (!(timeoutMs >= 0))
     fail(`--timeout-s ${JSON.stringify(opt["timeout-s"])}: want seconds ≥ 0 (0: none)`);
 const sluiceArgs = opt["sluice-args"].split(/\s+/).filter((a) => a !== "");
 for (const a of sluiceArgs)
-    if (["-m", "--m", "-json", "--json", "-runs", "--runs", "-threads", "--threads", "-prompt-tokens", "--prompt-tokens", "-gen-tokens", "--gen-tokens"].includes(a.split("=")[0]))
+    if (["-m", "--m", "-json", "--json", "-runs", "--runs", "-threads", "--threads", "-prompt-tokens", "--prompt-tokens", "-gen-tokens", "--gen-tokens",
+        "-json-schema-file", "--json-schema-file", "-temp", "--temp", "-seed", "--seed", "-parallel", "--parallel"].includes(a.split("=")[0]))
         fail(`--sluice-args ${JSON.stringify(opt["sluice-args"])}: ${a} is set by run.mjs itself`);
+const [samplingSeed] = ints("seed", opt.seed);
+const [parallel] = ints("parallel", opt.parallel);
+const temperature = Number(opt.temp);
+if (!(temperature >= 0))
+    fail(`--temp ${JSON.stringify(opt.temp)}: want a number ≥ 0 (0: greedy)`);
+if (opt.schema.length === 0 && (temperature !== 0 || parallel !== 1))
+    fail("--temp and --parallel belong to the constrained-decoding mode (--schema FILE)");
 const bandwidthModels = new Set(opt.bandwidth === "" ? [] : opt.bandwidth.split(",").map((p) => resolve(p)));
 
 // median ignores runs that timed out (NaN).
@@ -171,14 +198,162 @@ function render(res, bwModels) {
     return out.join("\n") + "\n";
 }
 
+// renderGrammar turns constrained-decoding results into Markdown: per model,
+// schema, thread count, sampling and sequence count, each engine's decode
+// tok/s with and without the schema, the ratios, the CPU time per token and
+// how many generated values were complete.
+function renderGrammar(res) {
+    const {runs, cells} = res;
+    const args = res.sluice_args ?? [];
+    const out = [];
+    out.push(`Medians of ${runs} alternating runs. Decode tok/s by wall clock from the first to the last token (llama.cpp: through node-llama-cpp, since its own eval counter leaves out sampling, where the grammar runs); "c÷u" = constrained ÷ unconstrained; CPU = user+system ms per generated token over prompt and decode (a CPU ratio is engine A's ms ÷ engine B's, so > 1 favours B). Values: complete values of sequences run. sluice bench flags beyond run.mjs's own: ${args.length === 0 ? "none" : "`" + args.join(" ") + "`"}.`);
+    out.push("");
+    const bins = [...new Set(cells.flatMap((c) => Object.keys(c.sluice)))];
+    const head = ["model", "schema", "threads", "seqs", "temp", "sluice constrained", "sluice unconstrained", "sluice c÷u", "sluice c÷u by CPU", "sluice mask µs/token",
+        "llama.cpp constrained", "llama.cpp unconstrained", "llama.cpp c÷u", "sluice ÷ llama.cpp constrained", "the same by CPU", "CPU ms/token constrained sluice, llama.cpp", "values sluice, llama.cpp", "tokens sluice, llama.cpp"];
+    out.push(`| ${head.join(" | ")} |`);
+    out.push(`| ${head.map((_, i) => (i < 5 ? "---" : "---:")).join(" | ")} |`);
+    for (const c of cells) {
+        const l = c.llama;
+        const lc = median(l.constrained), lu = median(l.unconstrained), lcpu = median(l.cpu_constrained);
+        for (const b of bins) {
+            const s = c.sluice[b];
+            if (s == null)
+                continue;
+            const sc = median(s.constrained), su = median(s.unconstrained), scpu = median(s.cpu_constrained);
+            const sum = (xs) => xs.reduce((a, x) => a + x, 0);
+            const row = [c.model, c.schema, c.threads, c.parallel, c.temperature,
+                f1(sc), f1(su), f2(sc / su), f2(median(s.cpu_unconstrained) / scpu), f1(median(s.mask_us_per_token)),
+                f1(lc), f1(lu), f2(lc / lu), f2(sc / lc), f2(lcpu / scpu), `${f1(scpu)}, ${f1(lcpu)}`,
+                `${sum(s.completed)}/${sum(s.sequences)}, ${l.completed.length === 0 ? "–" : `${sum(l.completed)}/${l.completed.length}`}`,
+                `${f1(median(s.tokens))}, ${f1(median(l.tokens))}`];
+            if (bins.length > 1)
+                row[0] = `${c.model} (${basename(b)})`;
+            out.push(`| ${row.join(" | ")} |`);
+        }
+    }
+    out.push("");
+    return out.join("\n") + "\n";
+}
+
+// grammarMode measures constrained decoding (see the header) and exits.
+async function grammarMode(host) {
+    const started = new Date();
+    const cells = [];
+    const sampling = ["--temp", String(temperature), "--seed", String(samplingSeed)];
+    for (const path of models) {
+        const abs = resolve(path);
+        const ctx = await contextLength(abs);
+        const promptTokens = Math.min(wantPrompt, ctx - genTokens);
+        if (promptTokens < 1)
+            fail(`${path}: context ${ctx} leaves no room for a prompt beside ${genTokens} generated tokens`);
+        for (const schemaPath of opt.schema) {
+            const schema = resolve(schemaPath);
+            for (const t of threadCounts) {
+                const cell = {
+                    model: basename(path), path: abs, schema: basename(schemaPath), schema_path: schema, threads: t, parallel, temperature, seed: samplingSeed,
+                    prompt_tokens: promptTokens, gen_tokens: genTokens,
+                    sluice: Object.fromEntries(opt.sluice.map((b) => [b, {kernels: "", constrained: [], unconstrained: [], cpu_constrained: [], cpu_unconstrained: [],
+                        mask_us_per_token: [], tokens: [], completed: [], sequences: []}])),
+                    llama: {constrained: [], unconstrained: [], cpu_constrained: [], cpu_unconstrained: [], llama_eval_constrained: [], tokens: [], completed: [], schema_to_gbnf_ms: []}
+                };
+                const common = ["--threads", String(t), "--prompt-tokens", String(promptTokens), "--gen-tokens", String(genTokens), "--runs", "1", ...sampling];
+                const steps = [];
+                for (const bin of opt.sluice) {
+                    const s = cell.sluice[bin];
+                    steps.push(async () => {
+                        const r = await runJSON(resolve(bin), ["bench", "-m", abs, ...common, "--parallel", String(parallel), "--json-schema-file", schema, ...sluiceArgs, "--json"], here, timeoutMs);
+                        if (r == null) {
+                            for (const k of ["constrained", "cpu_constrained", "mask_us_per_token", "tokens"])
+                                s[k].push(NaN);
+                            return `${basename(bin)} constrained timed out`;
+                        }
+                        const g = r.grammar;
+                        s.kernels = r.kernels;
+                        s.constrained.push(r.decode_tok_s);
+                        s.cpu_constrained.push(r.cpu_ms_per_token);
+                        s.mask_us_per_token.push(g.mask_us_per_token);
+                        s.tokens.push(g.generated_tokens / g.sequences);
+                        s.completed.push(g.completed_sequences);
+                        s.sequences.push(g.sequences);
+                        return `${basename(bin)} constrained ${r.decode_tok_s.toFixed(1)} tok/s, ${r.cpu_ms_per_token.toFixed(1)} CPU ms/token, mask ${g.mask_us_per_token.toFixed(1)} µs/token, ${g.completed_sequences}/${g.sequences} complete`;
+                    });
+                    steps.push(async () => {
+                        const r = await runJSON(resolve(bin), ["bench", "-m", abs, ...common, "--parallel", String(parallel), ...sluiceArgs, "--json"], here, timeoutMs);
+                        if (r == null) {
+                            s.unconstrained.push(NaN);
+                            s.cpu_unconstrained.push(NaN);
+                            return `${basename(bin)} unconstrained timed out`;
+                        }
+                        s.unconstrained.push(r.decode_tok_s);
+                        s.cpu_unconstrained.push(r.cpu_ms_per_token);
+                        return `${basename(bin)} unconstrained ${r.decode_tok_s.toFixed(1)} tok/s, ${r.cpu_ms_per_token.toFixed(1)} CPU ms/token`;
+                    });
+                }
+                if (parallel === 1) {
+                    steps.push(async () => {
+                        const r = await runJSON(process.execPath, [resolve(here, "grammar.mjs"), "-m", abs, "--schema", schema, ...common, "--unconstrained"], here, timeoutMs);
+                        const l = cell.llama;
+                        if (r == null) {
+                            for (const k of ["constrained", "unconstrained", "cpu_constrained", "cpu_unconstrained", "llama_eval_constrained", "tokens"])
+                                l[k].push(NaN);
+                            return "llama.cpp timed out";
+                        }
+                        const [c] = r.constrained, [u] = r.unconstrained;
+                        l.constrained.push(c.decode_tok_s);
+                        l.unconstrained.push(u.decode_tok_s);
+                        l.cpu_constrained.push(c.cpu_ms_per_token);
+                        l.cpu_unconstrained.push(u.cpu_ms_per_token);
+                        l.llama_eval_constrained.push(c.llama_eval_tok_s);
+                        l.tokens.push(c.tokens);
+                        l.completed.push(c.completed ? 1 : 0);
+                        l.schema_to_gbnf_ms.push(r.schema_to_gbnf_ms);
+                        return `llama.cpp constrained ${c.decode_tok_s.toFixed(1)} tok/s (${c.tokens} tokens${c.completed ? ", complete" : ""}), unconstrained ${u.decode_tok_s.toFixed(1)}`;
+                    });
+                }
+                for (let i = 0; i < runs; i++) {
+                    const order = i % 2 === 0 ? steps : [...steps].reverse();
+                    const notes = [];
+                    for (const step of order)
+                        notes.push(await step());
+                    log(`${cell.model} ${cell.schema} t=${t} seqs=${parallel} run ${i + 1}/${runs} (load ${os.loadavg()[0].toFixed(1)}): ${notes.join("; ")}`);
+                }
+                cells.push(cell);
+            }
+        }
+    }
+    host.loadavg_end = os.loadavg();
+    process.stdout.write(renderGrammar({runs, sluice_args: sluiceArgs, cells}));
+    if (opt["json-out"] !== "") {
+        mkdirSync(dirname(resolve(opt["json-out"])), {recursive: true});
+        writeFileSync(opt["json-out"], JSON.stringify({mode: "grammar", started, finished: new Date(), host, runs, sluice_args: sluiceArgs, cells}, null, 1) + "\n");
+    }
+    process.exit(0);
+}
+
 // --render: print the tables of earlier --json-out files (their cells in
 // order) without measuring anything.
 if (opt.render) {
     const {readFileSync} = await import("node:fs");
     const merged = {runs: 0, cells: [], bandwidth_gb_s: {}, kernels_stream_read_gb_s: [], sluice_args: null};
     const bw = new Set(bandwidthModels);
-    for (const f of models) {
-        const res = JSON.parse(readFileSync(f, "utf8"));
+    const files = models.map((f) => [f, JSON.parse(readFileSync(f, "utf8"))]);
+    const grammarFiles = files.filter(([, res]) => res.mode === "grammar");
+    if (grammarFiles.length > 0) {
+        if (grammarFiles.length !== files.length)
+            fail("constrained-decoding results (--schema) and plain ones cannot be rendered together");
+        for (const [f, res] of grammarFiles) {
+            const a = res.sluice_args ?? [];
+            if (merged.sluice_args != null && merged.sluice_args.join(" ") !== a.join(" "))
+                fail(`${f}: sluice_args ${JSON.stringify(a)} differ from the earlier files' ${JSON.stringify(merged.sluice_args)}; render them apart`);
+            merged.sluice_args = a;
+            merged.runs = Math.max(merged.runs, res.runs);
+            merged.cells.push(...res.cells);
+        }
+        process.stdout.write(renderGrammar(merged));
+        process.exit(0);
+    }
+    for (const [f, res] of files) {
         merged.runs = Math.max(merged.runs, res.runs);
         merged.cells.push(...res.cells);
         const a = res.sluice_args ?? [];
@@ -233,6 +408,8 @@ const host = {
     cores: os.cpus().length,
     loadavg_start: os.loadavg()
 };
+if (opt.schema.length > 0)
+    await grammarMode(host);
 const bandwidth = {};
 const kernelsBandwidth = [];
 async function kernelsPhase() {

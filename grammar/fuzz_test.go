@@ -70,6 +70,9 @@ func FuzzMatcher(f *testing.F) {
 		propertySchemas[0], propertySchemas[7], propertySchemas[16], propertySchemas[20], `true`,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":-3,"maximum":7}}}`,
 		`{"type":"array","items":{"type":"string","format":"date"}}`,
+		// Bounded repetitions deeper than the vocabulary's tokens reach:
+		// their frame windows are shared (Matcher.canonPos).
+		`{"type":"object","properties":{"a":{"type":"string","maxLength":30},"b":{"type":"array","items":{"type":"string","minLength":1,"maxLength":25},"maxItems":3}},"required":["a","b"]}`,
 	} {
 		g, err := FromJSONSchema([]byte(src))
 		if err != nil {
@@ -77,7 +80,7 @@ func FuzzMatcher(f *testing.F) {
 		}
 		ms = append(ms, NewMatcher(g, v))
 	}
-	for _, src := range []string{`root ::= ("a"? ("b" | "")*)* "c"?`, `root ::= [^"]* "\"" ([é-ü] | "😀")+`} {
+	for _, src := range []string{`root ::= ("a"? ("b" | "")*)* "c"?`, `root ::= [^"]* "\"" ([é-ü] | "😀")+`, `root ::= ("ab" | [c-eé]){2,26} ("," [0-9]{1,18})*`} {
 		g, err := ParseGBNF(src)
 		if err != nil {
 			f.Fatal(err)

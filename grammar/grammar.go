@@ -113,6 +113,24 @@ type Grammar struct {
 	root    int32
 	src     string // the GBNF text, for String
 	cyclic  bool   // rules can call each other in a cycle without consuming (see leftRecursion)
+	// chains are the bounded repetitions x{m,n} of a non-nullable x, by x:
+	// chains[c][k-1] is the rule opt_k ::= x opt_(k-1) | ε (up to k more
+	// x). rep[pos] places a position of opt_k's first alternative in its
+	// chain (depth k, 0 for positions in no chain); nil when there are no
+	// chains. A matcher uses them to treat opt_k and opt_j alike when no
+	// token can tell them apart.
+	chains [][]int32
+	rep    []repPos
+	// alike[pos] is the first position whose elements up to the end of
+	// its alternative are the same as pos's: the two behave alike in any
+	// stack (matching and expansion read only elems[pos:]), so the
+	// matcher's frame windows treat them as one.
+	alike []int32
+}
+
+// repPos is a position's place in a bounded-repetition chain.
+type repPos struct {
+	chain, depth, off int32 // off: the position's offset in opt_depth's first alternative
 }
 
 // String returns the grammar's GBNF source (for a schema, the generated
@@ -127,10 +145,14 @@ type builder struct {
 	body     [][][]elem // rule -> alternatives -> elements (without elEnd)
 	classIDs map[string]int32
 	aux      map[string]int32 // canonical helper rules, shared
+	// chains: the opt_k rules of bounded repetitions by the repeated
+	// element, [k-1] = opt_k (helper rules are shared, so one x has one
+	// chain whatever the bounds of its repetitions).
+	chains map[elem][]int32
 }
 
 func newBuilder() *builder {
-	return &builder{g: &Grammar{}, ruleID: map[string]int32{}, classIDs: map[string]int32{}, aux: map[string]int32{}}
+	return &builder{g: &Grammar{}, ruleID: map[string]int32{}, classIDs: map[string]int32{}, aux: map[string]int32{}, chains: map[elem][]int32{}}
 }
 
 func (b *builder) class(rs []rng, neg bool) int32 {
@@ -209,7 +231,7 @@ func (b *builder) sequence(e *expr) []elem {
 			case e.max > e.min:
 				// Up to k more: opt_k ::= x opt_{k-1} | ε, opt_1 ::= x | ε.
 				prev := int32(-1)
-				for range e.max - e.min {
+				for k := range e.max - e.min {
 					id := b.helperRule()
 					if prev < 0 {
 						b.body[id] = [][]elem{{x}, {}}
@@ -217,6 +239,9 @@ func (b *builder) sequence(e *expr) []elem {
 						b.body[id] = [][]elem{{x, {elRef, prev}}, {}}
 					}
 					prev = b.shareAux(id)
+					if c := b.chains[x]; len(c) == k {
+						b.chains[x] = append(c, prev)
+					}
 				}
 				out = append(out, elem{elRef, prev})
 			}
@@ -307,7 +332,7 @@ func (b *builder) finish(root string) (*Grammar, error) {
 	for r := range b.body {
 		b.body[r] = slices.DeleteFunc(b.body[r], func(a []elem) bool { return !b.altProductive(a, prod) })
 	}
-	cyclic, err := b.leftRecursion()
+	cyclic, nullable, err := b.leftRecursion()
 	if err != nil {
 		return nil, err
 	}
@@ -320,9 +345,68 @@ func (b *builder) finish(root string) (*Grammar, error) {
 			g.elems = append(g.elems, elem{kind: elEnd})
 		}
 	}
+	b.layChains(nullable)
+	g.alike = make([]int32, len(g.elems))
+	first := map[string]int32{}
+	var key []byte
+	for p := range g.elems {
+		key = key[:0]
+		for q := p; ; q++ {
+			e := g.elems[q]
+			key = fmt.Appendf(key, "%d.%d ", e.kind, e.arg)
+			if e.kind == elEnd {
+				break
+			}
+		}
+		if f, ok := first[string(key)]; ok {
+			g.alike[p] = f
+		} else {
+			first[string(key)] = int32(p)
+			g.alike[p] = int32(p)
+		}
+	}
 	g.root = rootID
 	g.src = b.source()
 	return g, nil
+}
+
+// layChains records the bounded-repetition chains whose rules still have
+// their built shape after pruning (opt_1 ::= x | ε, opt_k ::= x opt_(k-1)
+// | ε) and whose x cannot match the empty string: each x then consumes at
+// least one whole character.
+func (b *builder) layChains(nullable []bool) {
+	g := b.g
+	for x, rules := range b.chains {
+		if x.kind == elRef && nullable[x.arg] || len(rules) < 2 {
+			continue
+		}
+		n := 0
+		for k, r := range rules {
+			alts := b.body[r]
+			want := []elem{x}
+			if k > 0 {
+				want = append(want, elem{elRef, rules[k-1]})
+			}
+			if len(alts) != 2 || !slices.Equal(alts[0], want) || len(alts[1]) != 0 {
+				break
+			}
+			n++
+		}
+		if n < 2 {
+			continue
+		}
+		if g.rep == nil {
+			g.rep = make([]repPos, len(g.elems))
+		}
+		c := int32(len(g.chains))
+		g.chains = append(g.chains, rules[:n])
+		for k, r := range rules[:n] {
+			start := g.alts[r][0]
+			for off := int32(0); g.elems[start+off].kind != elEnd; off++ {
+				g.rep[start+off] = repPos{chain: c, depth: int32(k + 1), off: off}
+			}
+		}
+	}
 }
 
 func (b *builder) altProductive(a []elem, prod []bool) bool {
@@ -348,9 +432,9 @@ func (b *builder) altProductive(a []elem, prod []bool) bool {
 // (a repetition of something that can match the empty string, such as
 // ("a"?)*) pushes nothing: the matcher expands it with a visited set, and
 // cyclic reports that it must.
-func (b *builder) leftRecursion() (cyclic bool, err error) {
+func (b *builder) leftRecursion() (cyclic bool, nullable []bool, err error) {
 	n := len(b.body)
-	nullable := make([]bool, n)
+	nullable = make([]bool, n)
 	for changed := true; changed; {
 		changed = false
 		for r, alts := range b.body {
@@ -449,13 +533,13 @@ func (b *builder) leftRecursion() (cyclic bool, err error) {
 			// Name the cycle by a user-named rule in it.
 			for x := range n {
 				if comp[x] == comp[r] && !strings.HasPrefix(b.g.names[x], "_") {
-					return false, fmt.Errorf("grammar: rule %q is left-recursive (it can reach itself before matching a character)", b.g.names[x])
+					return false, nil, fmt.Errorf("grammar: rule %q is left-recursive (it can reach itself before matching a character)", b.g.names[x])
 				}
 			}
-			return false, errors.New("grammar: a group is left-recursive (it can reach itself before matching a character)")
+			return false, nil, errors.New("grammar: a group is left-recursive (it can reach itself before matching a character)")
 		}
 	}
-	return cyclic, nil
+	return cyclic, nullable, nil
 }
 
 // source writes the flattened grammar back out as GBNF that llama.cpp's

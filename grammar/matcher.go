@@ -342,6 +342,9 @@ type Matcher struct {
 	frames   map[uint64][]*frameEntry
 	nframes  int
 	maxCache int // entries of each map
+	// deep is the repetition depth from which bounded-repetition chains
+	// look alike to every token (see canonPos).
+	deep int32
 
 	scratch sync.Pool // *walker
 }
@@ -360,7 +363,29 @@ const maxCacheBytes = 64 << 20
 // NewMatcher prepares g for vocabulary v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
 	words := (v.Len() + 63) / 64
-	return &Matcher{g: g, v: v, cache: map[uint64][]*maskEntry{}, frames: map[uint64][]*frameEntry{}, maxCache: max(64, maxCacheBytes/(16*max(words, 1)))}
+	return &Matcher{g: g, v: v, cache: map[uint64][]*maskEntry{}, frames: map[uint64][]*frameEntry{}, maxCache: max(64, maxCacheBytes/(16*max(words, 1))),
+		deep: int32(v.maxStarts) + 1}
+}
+
+// canonPos maps a position of a bounded repetition's chain at depth k
+// (room for the current x and k-1 more) to the same place at depth
+// m.deep when k is deeper, for the frame-window cache. Telling the two
+// apart takes a token that begins m.deep more characters after the current
+// one (each x consumes at least one whole character), and no token of the
+// vocabulary begins that many: so a string with maxLength 40 does not need
+// a window walk of the whole vocabulary for each of its first 40-deep
+// positions, one serves them all. Tokens that leave the window are checked
+// against the real stack, which keeps its real depth.
+//
+// Then positions whose alternatives continue with the same elements are
+// one (Grammar.alike): the closing quote of every string rule, say.
+func (m *Matcher) canonPos(p int32) int32 {
+	if m.g.rep != nil {
+		if r := m.g.rep[p]; r.depth > m.deep {
+			p = m.g.alts[m.g.chains[r.chain][m.deep-1]][0] + r.off
+		}
+	}
+	return m.g.alike[p]
 }
 
 // Grammar returns the matcher's grammar.
@@ -559,10 +584,10 @@ type frameEntry struct {
 	unc    []int32
 }
 
-func windowOf(n *node) (key [frameWindow]uint64, cnt int, bottom bool, h uint64) {
+func (m *Matcher) windowOf(n *node) (key [frameWindow]uint64, cnt int, bottom bool, h uint64) {
 	h = 0x3A7
 	for n != nil && cnt < frameWindow {
-		key[cnt] = uint64(uint32(n.pos))<<32 | uint64(n.part)
+		key[cnt] = uint64(uint32(m.canonPos(n.pos)))<<32 | uint64(n.part)
 		h = mix(h, key[cnt])
 		cnt++
 		n = n.up
@@ -575,7 +600,7 @@ func windowOf(n *node) (key [frameWindow]uint64, cnt int, bottom bool, h uint64)
 }
 
 func (m *Matcher) frameEntry(n *node, w *walker) *frameEntry {
-	key, cnt, bottom, h := windowOf(n)
+	key, cnt, bottom, h := m.windowOf(n)
 	m.mu.RLock()
 	for _, e := range m.frames[h] {
 		if e.key == key && e.n == cnt && e.bottom == bottom {

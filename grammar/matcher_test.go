@@ -257,3 +257,77 @@ func TestApply(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsShared checks the frame-window sharing of bounded
+// repetitions and alike positions: masks still agree with Advance at every
+// state of random walks through long bounded repetitions (of characters,
+// of multi-character groups, of JSON strings with maxLength), the
+// positions of a repetition deeper than any token can see share one window
+// walk, and strings of different maxLength share their body's windows.
+func TestWindowsShared(t *testing.T) {
+	v := testVocab(11, 600) // tokens of at most 6 bytes: depth 7 and deeper look alike
+	if v.maxStarts > 6 {
+		t.Fatalf("test vocabulary: %d character starts in a token", v.maxStarts)
+	}
+	for i, src := range []string{
+		`root ::= "\"" [a-z]{0,30} "\"" "," "\"" [a-z]{2,25} "\""`,
+		`root ::= ("ab" | "é" | [0-9]){3,28} "x"`,
+		`root ::= ([a-c] [a-c]?){0,20} "." [^"]{0,15}`,
+	} {
+		g, err := ParseGBNF(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		m := NewMatcher(g, v)
+		r := rand.New(rand.NewPCG(uint64(i), 31))
+		for range 4 {
+			walkRandom(t, m, r, 40, true)
+		}
+	}
+	schema := `{"type":"object","properties":{"a":{"type":"string","maxLength":30},"b":{"type":"string","maxLength":40},"c":{"type":"array","items":{"type":"string","minLength":2,"maxLength":35},"maxItems":3}},"required":["a","b","c"],"additionalProperties":false}`
+	g := mustSchema(t, schema)
+	m := NewMatcher(g, v)
+	r := rand.New(rand.NewPCG(5, 31))
+	for range 4 {
+		walkRandom(t, m, r, 60, true)
+	}
+
+	// Inside "a" after 0..22 letters, at least 8 more fit: one walk for all
+	// the deep positions.
+	m = NewMatcher(g, v)
+	s, ok := m.AdvanceBytes(m.Start(), []byte(`{"a":"`))
+	if !ok {
+		t.Fatal("prefix refused")
+	}
+	mask := make([]uint64, (v.Len()+63)/64)
+	m.Mask(s, mask)
+	first := m.nframes
+	for i := range 22 {
+		if s, ok = m.AdvanceBytes(s, []byte("q")); !ok {
+			t.Fatalf("letter %d refused", i+1)
+		}
+		checkMask(t, m, s)
+	}
+	if m.nframes != first {
+		t.Errorf("the deep positions of one string made %d window walks, want none after the first state's %d", m.nframes-first, first)
+	}
+	// The same depth inside "b" (maxLength 40) finds the body's window.
+	deepA, _ := m.AdvanceBytes(m.Start(), []byte(`{"a":"q`))
+	deepB, _ := m.AdvanceBytes(m.Start(), []byte(`{"a":"","b":"q`))
+	keyA, keyB := map[[frameWindow]uint64]bool{}, map[[frameWindow]uint64]bool{}
+	for _, n := range deepA.st {
+		k, _, _, _ := m.windowOf(n)
+		keyA[k] = true
+	}
+	shared := 0
+	for _, n := range deepB.st {
+		k, _, _, _ := m.windowOf(n)
+		keyB[k] = true
+		if keyA[k] {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Errorf("strings of maxLength 30 and 40 share no window: %v, %v", keyA, keyB)
+	}
+}

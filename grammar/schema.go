@@ -1283,9 +1283,19 @@ func (c *compiler) genString(o *obj, ptr string) (string, error) {
 	if hasMax && maxL < minL {
 		return c.empty(ptr, "maxLength is below minLength"), nil
 	}
+	// One rule per pair of bounds, shared by every string that has them:
+	// the rule's closing quote is then the same position for all of them,
+	// so the matcher's frame windows inside their bodies are shared too
+	// (inline, each property's string would have windows of its own).
+	name := fmt.Sprintf("strlen-%d-", minL)
 	rep := fmt.Sprintf("{%d,}", minL)
 	if hasMax {
+		name += strconv.Itoa(maxL)
 		rep = fmt.Sprintf("{%d,%d}", minL, maxL)
 	}
-	return `"\"" ` + c.prim("char") + rep + ` "\""`, nil
+	if !c.prims[name] {
+		c.prims[name] = true
+		c.rules = append(c.rules, name+` ::= "\"" `+c.prim("char")+rep+` "\""`)
+	}
+	return name, nil
 }

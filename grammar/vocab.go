@@ -22,6 +22,11 @@ type Vocab struct {
 	skip   []int32
 	skipAt []int32
 	maxLen int
+	// maxStarts is the most UTF-8 character starts (bytes that are not
+	// continuation bytes) in one token: no token can begin more characters
+	// than that, which bounds how many repetitions of a bounded repetition
+	// one token can consume (see Matcher.canonPos).
+	maxStarts int
 }
 
 // NewVocab makes a vocabulary from each token's bytes (index = id) and the
@@ -43,6 +48,13 @@ func NewVocab(tokens [][]byte, eog []int32) *Vocab {
 		if len(t) > 0 && !v.isEOG[i] {
 			v.sorted = append(v.sorted, int32(i))
 			v.maxLen = max(v.maxLen, len(t))
+			starts := 0
+			for _, c := range t {
+				if c&0xC0 != 0x80 {
+					starts++
+				}
+			}
+			v.maxStarts = max(v.maxStarts, starts)
 		}
 	}
 	slices.SortFunc(v.sorted, func(a, b int32) int {

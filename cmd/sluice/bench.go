@@ -69,6 +69,16 @@ type benchReport struct {
 	Prefix       *prefixReport `json:"prefix_cache,omitempty"`
 	// Grammar is what masking cost under --json-schema / --grammar.
 	Grammar *grammarReport `json:"grammar,omitempty"`
+	// Temperature and Seed are --temp and --seed when sampling (absent:
+	// greedy).
+	Temperature float64 `json:"temperature,omitempty"`
+	Seed        uint64  `json:"seed,omitempty"`
+	// CPUSeconds is the process's user+system CPU time over all runs
+	// (prefill and decode; model loading excluded), and CPUMsPerToken that
+	// over every generated token: on a shared machine a ratio of CPU times
+	// is steadier than one of wall-clock rates.
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	CPUMsPerToken float64 `json:"cpu_ms_per_token,omitempty"`
 }
 
 // grammarReport is the grammar processors' time over all runs: rows masked
@@ -91,6 +101,11 @@ type grammarReport struct {
 	JumpedTokens  int     `json:"jumped_tokens"`
 	TargetPasses  int64   `json:"target_passes"`
 	TokensPerPass float64 `json:"tokens_per_target_pass"`
+	// Completed of Sequences (over all runs) ended because their value was
+	// complete (finish "stop"), not at --gen-tokens: a run's token mix (keys,
+	// strings, numbers, the end) depends on how far the values got.
+	Completed int `json:"completed_sequences"`
+	Sequences int `json:"sequences"`
 }
 
 // prefixReport is the prefix cache's counters summed over the runs (each
@@ -214,6 +229,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	timelineSVG := fs.String("timeline", "", "write the last decode passes' per-layer weight reads and compute (ssd tier) to this `FILE.svg`")
 	diskBW := fs.Bool("disk-bandwidth", false, "ssd tier: first measure the O_DIRECT read bandwidth of the model file (as the store reads it) and report the decode rate it allows")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	temp := fs.Float64("temp", 0, "sampling temperature; 0 is greedy. Above 0 the sampler keeps top-k 40 and top-p 0.95 with min-p off (llama.cpp's defaults as node-llama-cpp sets them), so both engines draw from the same distribution")
+	seed := fs.Uint64("seed", 1, "sampling seed with --temp (every run uses it, so runs repeat their text)")
 	sharedPrefix := fs.Int("shared-prefix", 0, "put the same `N` random tokens in front of every sequence's prompt (the prefix cache computes them once; prefill tok/s counts them)")
 	gf := addGrammarFlags(fs)
 	noJump := fs.Bool("no-jump-forward", false, "under a grammar, feed every forced token in a pass of its own (and draft it with a draft pass), as before jump-forward: the baseline")
@@ -263,9 +280,21 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if *sharedPrefix < 0 {
 		return fmt.Errorf("bench: --shared-prefix = %d, want ≥ 0: %w", *sharedPrefix, errUsage)
 	}
-	p, err := pipelines.Preset("greedy")
+	if *temp < 0 {
+		return fmt.Errorf("bench: --temp %v: want ≥ 0 (0: greedy): %w", *temp, errUsage)
+	}
+	preset := "greedy"
+	if *temp > 0 {
+		preset = "sample"
+	}
+	p, err := pipelines.Preset(preset)
 	if err != nil {
 		return err
+	}
+	if *temp > 0 {
+		s, _ := p.StageOfKind(pipelines.KindSample)
+		ps := s.Params.(*pipelines.SampleParams)
+		ps.Temperature, ps.TopK, ps.TopP, ps.MinP, ps.Seed = *temp, 40, 0.95, 0, seed
 	}
 	mf.apply(p)
 	if err := sf.noBeams("bench"); err != nil {
@@ -375,6 +404,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			off.DiskBytesPerSec, off.DiskDirect = bw, direct
 		}
 	}
+	cpu0, cpuOK := processCPU()
 	for run := range *runs {
 		if run == *runs-1 && *timelineSVG != "" {
 			if tl, ok := l.Store.(offload.Timeliner); ok {
@@ -445,7 +475,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			sum := md5.Sum([]byte(r.Completion))
 			h := hex.EncodeToString(sum[:])
 			if textMD5 != "" && h != textMD5 {
-				return fmt.Errorf("bench: run %d generated another text than run 1 (md5 %s, not %s): greedy decoding must repeat", run+1, h, textMD5)
+				return fmt.Errorf("bench: run %d generated another text than run 1 (md5 %s, not %s): greedy or seeded decoding must repeat", run+1, h, textMD5)
 			}
 			textMD5 = h
 		}
@@ -472,6 +502,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 				endAll = r.End
 			}
 			decoded += max(r.CompletionTokens-1, 0)
+			if gram != nil {
+				gram.Sequences++
+				if r.Finish == sluice.FinishStop {
+					gram.Completed++
+				}
+			}
 			decodeTokens += r.CompletionTokens
 			if gram != nil {
 				gram.JumpedTokens += r.JumpedTokens
@@ -494,12 +530,20 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			total += st.Busy
 		}
 	}
+	cpu1, _ := processCPU()
 	r := benchReport{
 		Model: p.Model.Path, Kernels: kernels.Impl(), Threads: l.Pool.Threads(), PromptTokens: *promptTokens, GenTokens: *genTokens, Runs: *runs,
 		Parallel: *parallel, Prefill: stats(prefill), Decode: stats(dec), PerSeqDecode: stats(perSeq),
 		PeakRSSBytes: peakRSS(), BusyShare: map[string]float64{}, PromptText: usePrompt, TextMD5: textMD5,
 	}
 	r.PrefillTokS, r.DecodeTokS, r.PerSeqDecodeTokS = r.Prefill.Median, r.Decode.Median, r.PerSeqDecode.Median
+	if *temp > 0 {
+		r.Temperature, r.Seed = *temp, *seed
+	}
+	if cpuOK {
+		r.CPUSeconds = (cpu1 - cpu0).Seconds()
+		r.CPUMsPerToken = 1e3 * r.CPUSeconds / float64(max(decodeTokens, 1))
+	}
 	if spec != nil && spec.TargetPasses > 0 {
 		spec.TokensPerPass = float64(specEmitted) / float64(spec.TargetPasses)
 	}
@@ -575,11 +619,17 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(tw, "prefill\t%.1f tok/s\t(min %.1f, max %.1f; %d %s, %d runs)\n", r.Prefill.Median, r.Prefill.Min, r.Prefill.Max, r.PromptTokens, what, r.Runs)
 	fmt.Fprintf(tw, "decode\t%.1f tok/s\t(min %.1f, max %.1f; %d tokens × %d sequences)\n", r.Decode.Median, r.Decode.Min, r.Decode.Max, r.GenTokens, r.Parallel)
 	if g := r.Grammar; g != nil {
-		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks)
+		fmt.Fprintf(tw, "grammar mask\t%.1f µs per token\t(%.1f µs per masked row, %d rows for %d tokens; %d of %d values complete)\n", g.PerTokMicros, g.PerRowMicros, g.Rows, g.GeneratedToks, g.Completed, g.Sequences)
 		fmt.Fprintf(tw, "jump-forward\t%v: %d forced tokens took no pass\t(%d target passes, %.2f generated tokens per pass)\n", g.JumpForward, g.JumpedTokens, g.TargetPasses, g.TokensPerPass)
 	}
 	if r.Parallel > 1 {
 		fmt.Fprintf(tw, "decode per sequence\t%.1f tok/s\n", r.PerSeqDecode.Median)
+	}
+	if r.CPUSeconds > 0 {
+		fmt.Fprintf(tw, "cpu\t%.2f ms per generated token\t(%.2f s user+system over the runs, prefill included)\n", r.CPUMsPerToken, r.CPUSeconds)
+	}
+	if r.Temperature > 0 {
+		fmt.Fprintf(tw, "sampling\ttemperature %g, seed %d\n", r.Temperature, r.Seed)
 	}
 	fmt.Fprintf(tw, "peak rss\t%s\n", humanBytes(r.PeakRSSBytes))
 	if o := r.Offload; o != nil {

@@ -69,3 +69,48 @@ func TestBenchPrompt(t *testing.T) {
 		}
 	}
 }
+
+// bench --temp samples with a seed: two runs repeat their text (bench
+// checks it), another seed or greedy decoding writes another, the report
+// names the temperature and seed and carries the CPU time; a negative
+// temperature is an error.
+func TestBenchSampled(t *testing.T) {
+	bin, tok, _, _ := stories(t)
+	type rep struct {
+		TextMD5       string  `json:"text_md5"`
+		Temperature   float64 `json:"temperature"`
+		Seed          uint64  `json:"seed"`
+		CPUSeconds    float64 `json:"cpu_seconds"`
+		CPUMsPerToken float64 `json:"cpu_ms_per_token"`
+	}
+	bench := func(extra ...string) rep {
+		t.Helper()
+		args := append([]string{"bench", "-m", bin, "--tokenizer", tok, "--prompt", "Once upon a time", "--gen-tokens", "32", "--runs", "2", "--threads", "1", "--json"}, extra...)
+		out, stderr, err := cli(t, "", args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, stderr)
+		}
+		var r rep
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, out)
+		}
+		return r
+	}
+	greedy := bench()
+	if greedy.Temperature != 0 || greedy.Seed != 0 {
+		t.Errorf("greedy report names sampling: %+v", greedy)
+	}
+	s3 := bench("--temp", "0.8", "--seed", "3")
+	if s3.Temperature != 0.8 || s3.Seed != 3 || !(s3.CPUSeconds > 0) || !(s3.CPUMsPerToken > 0) {
+		t.Fatalf("--temp 0.8 --seed 3: %+v", s3)
+	}
+	if s4 := bench("--temp", "0.8", "--seed", "4"); s4.TextMD5 == s3.TextMD5 {
+		t.Errorf("seeds 3 and 4 wrote the same text (md5 %s)", s3.TextMD5)
+	}
+	if s3.TextMD5 == greedy.TextMD5 {
+		t.Errorf("--temp 0.8 wrote the greedy text (md5 %s)", s3.TextMD5)
+	}
+	if _, _, err := cli(t, "", "bench", "-m", bin, "--tokenizer", tok, "--temp", "-1"); err == nil || !strings.Contains(err.Error(), "--temp") {
+		t.Errorf("--temp -1: %v", err)
+	}
+}

@@ -182,6 +182,23 @@ func TestBenchConstrained(t *testing.T) {
 	if g := r.Grammar; g == nil || g.Rows < int64(g.GeneratedToks) || g.GeneratedToks == 0 || !(g.PerRowMicros > 0) {
 		t.Fatalf("grammar report %+v", r.Grammar)
 	}
+	if g := r.Grammar; g.Sequences != 2 || g.Completed > 2 {
+		t.Errorf("grammar report counts %d of %d values complete, want 2 sequences", g.Completed, g.Sequences)
+	}
+	// A value of a few tokens completes well within 40: both sequences end
+	// with "stop" and are counted complete.
+	out, stderr, err = cli(t, "", "bench", "-m", bin, "--tokenizer", tok, "--runs", "1", "--prompt-tokens", "8", "--gen-tokens", "40", "--parallel", "2", "--json",
+		"--json-schema", `{"enum":["yes","no"]}`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	r = benchReport{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if g := r.Grammar; g == nil || g.Completed != 2 || g.Sequences != 2 || g.GeneratedToks >= 80 {
+		t.Errorf("enum schema: grammar report %+v, want both values complete", r.Grammar)
+	}
 	if _, _, err := cli(t, "", "bench", "-m", bin, "--tokenizer", tok, "--json-schema", `{"enum":[]}`); err == nil || !strings.Contains(err.Error(), `"enum"`) {
 		t.Errorf("bad schema: %v", err)
 	}
