@@ -89,15 +89,18 @@ func kq6Panel8AVX2(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
 // kqPanels is one kernel set's panel tiles: sm for Q4_K and Q5_K, q6 for
 // Q6_K, and whether they take the sub-block scales as int16 word pairs
 // (sc, sc), which VPMADDWD multiplies in (AVX2), or as int32, which
-// VPMULLD does (VNNI: VPDPBUSD sums the levels without a scale).
+// VPMULLD does (VNNI: VPDPBUSD sums the levels without a scale); amx
+// sends batches of kqaMinInputs or more to the AMX tiles
+// (matqk_amx_amd64.go) instead.
 type kqPanels struct {
 	sm, q6 kqPanelTile
 	words  bool
+	amx    bool
 }
 
 var (
-	kqPanelsVNNI = &kqPanels{kqSMPanel8VNNI, kq6Panel8VNNI, false}
-	kqPanelsAVX2 = &kqPanels{kqSMPanel8AVX2, kq6Panel8AVX2, true}
+	kqPanelsVNNI = &kqPanels{kqSMPanel8VNNI, kq6Panel8VNNI, false, false}
+	kqPanelsAVX2 = &kqPanels{kqSMPanel8AVX2, kq6Panel8AVX2, true, false}
 )
 
 // tile is the tile for t.
