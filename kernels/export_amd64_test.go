@@ -13,7 +13,7 @@ func SetRowBlockBytes(v int) (restore func()) {
 // SetKQPanelMinInputs sets the smallest batch that takes the K-quant panel
 // tiles (VNNI/AVX2 and AMX alike), so tests can reach them with small shapes.
 func SetKQPanelMinInputs(v int) (restore func()) {
-	old, oldA := kqpMinInputs, kqaMinInputs
-	kqpMinInputs, kqaMinInputs = v, v
-	return func() { kqpMinInputs, kqaMinInputs = old, oldA }
+	old, oldV, oldA := kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs
+	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = v, v, v
+	return func() { kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = old, oldV, oldA }
 }

@@ -162,7 +162,7 @@ func matQ6_KAMX(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 // weight block unpacked once for four), the rest one at a time. For a
 // batch the rows go in blocks that stay in L2 (rowBlock) while every input
 // passes over them. With a panel tile pt (nil: none), a batch of at least
-// kqpMinInputs inputs takes it for its whole panels of rows and whole
+// pt.minInputs() inputs takes it for its whole panels of rows and whole
 // tiles of inputs (kqScratchPanels), and with pt.amx a batch of at least
 // kqaMinInputs takes the AMX tiles for its whole panels of rows and all
 // its inputs (kqAMXPanels): the same bits as dot's.
@@ -184,7 +184,7 @@ func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, 
 		if lo = kqAMXPanels(t, dst, w, xq, n, rows, lo, hi, nb, rb); lo >= hi {
 			return
 		}
-	} else if pt != nil && n >= max(kqpMinInputs, kqpTile) && hi-lo >= PanelRows {
+	} else if pt != nil && n >= max(pt.minInputs(), kqpTile) && hi-lo >= PanelRows {
 		n8 := n / kqpTile * kqpTile
 		full := kqScratchPanels(t, pt, dst, w, xq, n8, rows, lo, hi, nb, rb)
 		if n8 < n { // the inputs after the last tile, over the panels' rows

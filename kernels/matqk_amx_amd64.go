@@ -61,8 +61,11 @@ const (
 )
 
 // kqaMinInputs is the smallest batch that takes the AMX tiles (a variable
-// so tests can send small batches through them).
-var kqaMinInputs = 16
+// so tests can send small batches through them). Against the VNNI panels
+// (BenchmarkKQuantAMX, 768×2048, one thread, CPU time, one run at load
+// 30): 16 inputs 0.76–0.93×, 32 inputs 0.87–1.02×, 64 inputs 1.0–1.5×,
+// 512 inputs 1.1–1.7× (Q6_K the most: two planes to Q4_K's three).
+var kqaMinInputs = 64
 
 // kqaRowBlockBytes is how many bytes of AMX panels one row block makes
 // before every group of inputs passes over them, and kqaInputBytes how

@@ -41,35 +41,44 @@ func kqActs(r *rand.Rand, n, cols int) []byte {
 }
 
 // BenchmarkKQuantAMX runs a 768×2048 K-quant product (the 110m model's
-// feed-forward shape) one thread, by the VNNI row tiles ("rows"), the
-// VNNI panel tiles ("vnni") and the AMX tiles ("amx"), in G multiply-adds
-// per second of the thread's CPU time (threadCPU: the machine may be
-// shared), to place kqaMinInputs and measure prefill's kernels.
+// feed-forward shape) one thread through matQK by the AVX2 and VNNI row
+// tiles ("avx2-rows", "vnni-rows"), their panel tiles ("avx2", "vnni")
+// and the AMX tiles ("amx"), in G multiply-adds per second of the
+// thread's CPU time (threadCPU: the machine may be shared), to place
+// kqpMinInputs, kqpMinInputsVNNI and kqaMinInputs and to measure prefill's kernels.
 func BenchmarkKQuantAMX(b *testing.B) {
 	skipNoAMX(b)
 	r := rand.New(rand.NewPCG(41, 42))
 	const rows, cols = 768, 2048
+	type kern struct {
+		dot qkDot
+		til qkTile
+	}
+	vnni := map[tensor.DType]kern{tensor.Q4_K: {q4kDotVNNI, q4kTile4VNNI}, tensor.Q5_K: {q5kDotVNNI, q5kTile4VNNI}, tensor.Q6_K: {q6kDotVNNI, q6kTile4VNNI}}
+	avx2 := map[tensor.DType]kern{tensor.Q4_K: {q4kDotAVX2, q4kTile4AVX2}, tensor.Q5_K: {q5kDotAVX2, q5kTile4AVX2}, tensor.Q6_K: {q6kDotAVX2, q6kTile4AVX2}}
+	paths := []struct {
+		name string
+		pt   *kqPanels
+		k    map[tensor.DType]kern
+	}{
+		{"avx2-rows", nil, avx2}, {"avx2", kqPanelsAVX2, avx2},
+		{"vnni-rows", nil, vnni}, {"vnni", kqPanelsVNNI, vnni}, {"amx", kqPanelsAMX, vnni},
+	}
 	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
 		w := kqWeight(b, r, dt, rows, cols)
 		for _, n := range []int{8, 16, 32, 64, 512} {
 			xq := kqActs(r, n, cols)
 			dst := make([]float32, n*rows)
-			for _, path := range []string{"rows", "vnni", "amx"} {
-				b.Run(fmt.Sprintf("%v/n=%d/%s", dt, n, path), func(b *testing.B) {
-					defer func(p, a int) { kqpMinInputs, kqaMinInputs = p, a }(kqpMinInputs, kqaMinInputs)
-					kqpMinInputs, kqaMinInputs = 1<<30, 1<<30
-					switch path {
-					case "vnni":
-						kqpMinInputs = 1
-					case "amx":
-						kqaMinInputs = 1
-					}
-					k := map[tensor.DType]kqKernel{tensor.Q4_K: matQ4_KAMX, tensor.Q5_K: matQ5_KAMX, tensor.Q6_K: matQ6_KAMX}[dt]
+			for _, path := range paths {
+				b.Run(fmt.Sprintf("%v/n=%d/%s", dt, n, path.name), func(b *testing.B) {
+					defer func(p, v, a int) { kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = p, v, a }(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs)
+					kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = 1, 1, 1
+					k := path.k[dt]
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
 					t0 := threadCPU()
 					for b.Loop() {
-						k(dst, w, xq, n, rows, cols, 0, rows)
+						matQK(dt, path.pt, k.dot, k.til, dst, w, xq, n, rows, cols, 0, rows)
 					}
 					b.ReportMetric(float64(rows)*float64(cols)*float64(n)*float64(b.N)/(threadCPU()-t0).Seconds()/1e9, "GMAC/s")
 				})
@@ -86,7 +95,7 @@ func BenchmarkKQuantAMX(b *testing.B) {
 func TestKQuantAMXUnderSignals(t *testing.T) {
 	skipNoAMX(t)
 	r := rand.New(rand.NewPCG(43, 44))
-	rows, cols, n := 256, 1024, 40
+	rows, cols, n := 256, 1024, 80 // n ≥ kqaMinInputs, a partial last group
 	nb := cols / tensor.QK_K
 	xq := kqActs(r, n, cols)
 	stop := make(chan struct{})

@@ -54,7 +54,10 @@ import (
 // GMAC/s through the panels against the row tiles' 54 at 8 inputs, 70 at
 // 16, 98 at 32 and 145 at 512 (AVX2: 36 and 48 at 8 and 16 against 49,
 // 64 at 32 and 84 at 512 against 42–48), so batches from kqpMinInputs = 32
-// take them and smaller ones keep the row tiles.
+// take the AVX2 panels and smaller ones keep the row tiles; the VNNI
+// panels pay from 16 (BenchmarkKQuantAMX, one run at load 30: 64–71
+// GMAC/s against the row tiles' 50–56 at 16 inputs, where the AVX2 panels
+// ran 45–51 against 44–48), so they start at kqpMinInputsVNNI = 16.
 
 const (
 	kqpSM   = 5184 // bytes of one super-block of a Q4_K/Q5_K panel
@@ -65,9 +68,21 @@ const (
 	kqpLevels6  = 1600
 )
 
-// kqpMinInputs is the smallest batch that takes the panels (a variable so
-// tests can send small batches through them).
-var kqpMinInputs = 32
+// kqpMinInputs and kqpMinInputsVNNI are the smallest batches that take
+// the AVX2 and the VNNI panels (variables so tests can send small batches
+// through them).
+var (
+	kqpMinInputs     = 32
+	kqpMinInputsVNNI = 16
+)
+
+// minInputs is the smallest batch that takes k's panel tiles.
+func (k *kqPanels) minInputs() int {
+	if k.words {
+		return kqpMinInputs
+	}
+	return kqpMinInputsVNNI
+}
 
 // kqPanelTile writes dst[k·rows + 16p + j] = row 16p+j of the np scratch
 // panels at w (nb super-blocks each) · input k, for the 8 inputs k whose

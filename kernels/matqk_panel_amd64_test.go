@@ -19,10 +19,10 @@ import (
 // grid (rows after the last panel, inputs after the last tile) and row
 // blocks smaller than a panel's bytes.
 func TestQKPanelVsRow(t *testing.T) {
-	defer func(v, a, rb, ib int) {
-		kqpMinInputs, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes = v, a, rb, ib
-	}(kqpMinInputs, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes)
-	kqpMinInputs, kqaMinInputs = 1, 1
+	defer func(v, vv, a, rb, ib int) {
+		kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes = v, vv, a, rb, ib
+	}(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes)
+	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = 1, 1, 1
 	r := rand.New(rand.NewPCG(23, 1))
 	type kern struct {
 		pt  *kqPanels
