@@ -53,7 +53,13 @@ import (
 //
 // A call's inputs go in tiles of 16; a last partial tile is copied into a
 // zero-padded scratch of 16 rows and only its real outputs are stored, so
-// every input of a batch takes the tile unit.
+// every input of a batch takes the tile unit. A tile walks every panel of
+// the row block, its 16 inputs' float sums in registers over each panel's
+// super-blocks and its activations (16 rows × nb·292 bytes) staying in L1,
+// while the planes stream from L2. (The other order, super-blocks outside
+// and tiles inside so that a super-block's 12 KiB of planes stay in L1,
+// the sums in scratch and the activations from L2, measured 0.65–0.9× of
+// this one: BenchmarkKQuantAMX, 512 inputs, three alternating runs.)
 
 const (
 	kqaSM = 64 + 3*4096 // bytes of one super-block of a Q4_K/Q5_K AMX panel
@@ -68,13 +74,10 @@ const (
 var kqaMinInputs = 64
 
 // kqaRowBlockBytes is how many bytes of AMX panels one row block makes
-// before every group of inputs passes over them, and kqaInputBytes how
-// many bytes of activations one pass over a panel takes: together about
-// L2 (a variable for the tests).
-var (
-	kqaRowBlockBytes = 768 << 10
-	kqaInputBytes    = 512 << 10
-)
+// before every tile of inputs passes over them (the planes are 2.6–4.3×
+// the file's bytes, so this is larger than rowBlockBytes; a variable for
+// the tests).
+var kqaRowBlockBytes = 1 << 20
 
 // kqPanelsAMX is the avx512-amx set's K-quant panels: the AMX tiles for
 // batches of kqaMinInputs or more, the VNNI panel tiles below that.
@@ -91,18 +94,17 @@ var kqaConfig = func() (c [64]byte) {
 	return c
 }()
 
-// kqAMXPanel writes dst[k·rows + j] = row j of the AMX panel at w (nb
-// super-blocks) · input k for the 16·(groups−1) + m (m 1…16) inputs whose
-// Q8_K rows are at x + k·xs, the last group's at xlast + (k%16)·xs (a
-// padded copy when m < 16); dx holds their activation scales, group g's
-// for block b at dx + (b·groups + g)·64; s is groups KiB of scratch for
-// the float sums, cbuf 6 KiB, cfg kqaConfig.
+// kqAMXTile writes dst[k·rows + 16p + j] = row 16p+j of the np AMX panels
+// at w (nb super-blocks each) · input k, for the m (1…16) first of the 16
+// inputs whose Q8_K rows are at x + k·xs; dx holds their activation
+// scales, input k's block b at dx + 64b + 4k; cbuf is 6 KiB of scratch,
+// cfg kqaConfig.
 //
 //go:noescape
-func kqSMAMXPanel(dst *float32, rows int, w *byte, nb int, x *byte, xs int, xlast *byte, groups, m int, dx, s, cbuf, cfg *byte)
+func kqSMAMXTile(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int, dx *byte, m int, cbuf *byte, cfg *byte)
 
 //go:noescape
-func kq6AMXPanel(dst *float32, rows int, w *byte, nb int, x *byte, xs int, xlast *byte, groups, m int, dx, s, cbuf, cfg *byte)
+func kq6AMXTile(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int, dx *byte, m int, cbuf *byte, cfg *byte)
 
 // kqAMXFromSM writes the nb super-blocks of a Q4_K/Q5_K AMX panel at dst
 // from the VNNI panel at src (kqPanelize, scales as int32).
@@ -124,9 +126,8 @@ func kqAMXBlk(t tensor.DType) int {
 }
 
 // kqAMXPanels computes outputs [lo, full) for all n inputs, full the end
-// of the whole 16-row panels from lo, on the tile unit: a row block at a
-// time laid out as AMX panels in scratch, each panel against the inputs a
-// pass of kqaInputBytes at a time; it returns full. The caller has
+// of the whole 16-row panels from lo, on the tile unit, a row block at a
+// time laid out as AMX panels in scratch; it returns full. The caller has
 // checked the bounds of w, xq and dst.
 func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, nb, rb int) int {
 	full := lo + (hi-lo)/PanelRows*PanelRows
@@ -138,13 +139,11 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 	step := max(1, kqaRowBlockBytes/pb) * PanelRows
 	xb := nb * q8kBlk
 	groups := (n + 15) / 16
-	tail := n - (groups-1)*16             // inputs in the last group, 1…16
-	pass := max(1, kqaInputBytes/(16*xb)) // groups in one pass over a panel
+	tail := n - (groups-1)*16 // inputs in the last tile, 1…16
 
 	// One scratch for everything: the AMX panels of a row block, a VNNI
 	// panel, the inputs' scales (groups × nb × 16 float32), the padded
-	// last group when it is partial, the sums of a pass and the C tile
-	// buffers.
+	// last tile when it is partial, and the C tile buffers.
 	np0 := min(step, full-lo) / PanelRows
 	pad := 0
 	if tail < 16 {
@@ -153,26 +152,19 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 	offV := np0 * pb
 	offD := offV + vb
 	offP := offD + groups*nb*64
-	offS := offP + pad
-	buf := getPanelScratch(offS + min(pass, groups)<<10 + 6<<10 + 64)
-	al := (64 - int(uintptr(unsafe.Pointer(&buf[offS]))%64)) % 64 // sums and C buffers 64-byte aligned
-	sums := buf[offS+al : offS+al+min(pass, groups)<<10]
-	cbuf := buf[offS+al+len(sums) : offS+al+len(sums)+6<<10]
-	// The scales, pass by pass: a pass of groups [g0, g1) at
-	// dxs[g0·nb·64:], block b's group g at (b·(g1−g0) + g−g0)·64.
+	offC := offP + pad
+	buf := getPanelScratch(offC + 6<<10 + 64)
+	al := (64 - int(uintptr(unsafe.Pointer(&buf[0]))%64)) % 64 // the C buffers 64-byte aligned
+	cbuf := buf[offC+al : offC+al+6<<10]
 	dxs := buf[offD:offP]
-	for g0 := 0; g0 < groups; g0 += pass {
-		g1 := min(g0+pass, groups)
+	for g := range groups {
 		for b := range nb {
-			for g := g0; g < g1; g++ {
-				o := g0*nb*64 + (b*(g1-g0)+g-g0)*64
-				for k := range 16 {
-					var v uint32
-					if i := 16*g + k; i < n {
-						v = binary.LittleEndian.Uint32(xq[i*xb+b*q8kBlk:])
-					}
-					binary.LittleEndian.PutUint32(dxs[o+4*k:], v)
+			for k := range 16 {
+				var v uint32
+				if i := 16*g + k; i < n {
+					v = binary.LittleEndian.Uint32(xq[i*xb+b*q8kBlk:])
 				}
+				binary.LittleEndian.PutUint32(dxs[(g*nb+b)*64+4*k:], v)
 			}
 		}
 	}
@@ -183,9 +175,10 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 		clear(p[tail*xb:])
 		xlast = p
 	}
-	kern, from := kqSMAMXPanel, kqAMXFromSM
+	tile := kqSMAMXTile
+	from := kqAMXFromSM
 	if t == tensor.Q6_K {
-		kern, from = kq6AMXPanel, kqAMXFrom6
+		tile, from = kq6AMXTile, kqAMXFrom6
 	}
 	vp := buf[offV : offV+vb]
 	for r0 := lo; r0 < full; r0 += step {
@@ -196,16 +189,12 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 			kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
 			from(&buf[p*pb], &vp[0], nb)
 		}
-		for g0 := 0; g0 < groups; g0 += pass {
-			g1 := min(g0+pass, groups)
-			xl, m := xq[(g1-1)*16*xb:], 16
-			if g1 == groups {
-				xl, m = xlast, tail
+		for g := range groups {
+			x, m := xq[g*16*xb:], 16
+			if g == groups-1 {
+				x, m = xlast, tail
 			}
-			for p := range np {
-				kern(&dst[g0*16*rows+r0+p*PanelRows], rows, &buf[p*pb], nb, &xq[g0*16*xb], xb, &xl[0], g1-g0, m,
-					&dxs[g0*nb*64], &sums[0], &cbuf[0], &kqaConfig[0])
-			}
+			tile(&dst[g*16*rows+r0], rows, &buf[0], np, nb, &x[0], xb, &dxs[g*nb*64], m, &cbuf[0], &kqaConfig[0])
 		}
 	}
 	putPanelScratch(buf)

@@ -7,19 +7,6 @@
 // arithmetic (I and M as tile products over per-value weight planes, then
 // the VNNI panel tile's float step) and the panel layout.
 
-// APTR sets R10 to the current group's activation bytes: group
-// groups−DX at x + (groups−DX)·16·xs, or xlast for the last group, plus
-// the super-block's offset xo. Clobbers AX.
-#define APTR \
-	MOVQ groups+56(FP), AX; \
-	SUBQ DX, AX; \
-	IMULQ R9, AX; \
-	ADDQ x+32(FP), AX; \
-	MOVQ xlast+48(FP), R10; \
-	CMPQ DX, $1; \
-	CMOVQNE AX, R10; \
-	ADDQ xo-24(SP), R10
-
 // kqaIdxLo, kqaIdxHi: VPERMW indices spreading 16 per-row words over 32
 // word lanes, four lanes a row: rows 0–7 (Lo) and rows 8–15 (Hi), to meet
 // the levels of 8 rows × 4 values that VPMOVZXBW makes of 32 level bytes.
@@ -180,32 +167,27 @@ done:
 	VZEROUPPER
 	RET
 
-
-// The tiles, for one panel against groups of 16 inputs. Tiles
-// (kqaConfig): tmm0, tmm1 A (16 inputs × 64 activation bytes, taking turns
-// by chunk), tmm2–tmm4 B (the lo, hi and m planes' chunk: 16 groups × 16
-// rows × 4 bytes), tmm5–tmm7 C (16 inputs × 16 rows: Σ lo·q, Σ hi·q,
-// Σ m·q).
+// The tiles, for one tile of 16 inputs over np panels. Tiles (kqaConfig):
+// tmm0, tmm1 A (16 inputs × 64 activation bytes, taking turns by chunk),
+// tmm2–tmm4 B (the lo, hi and m planes' chunk: 16 groups × 16 rows × 4
+// bytes), tmm5–tmm7 C (16 inputs × 16 rows: Σ lo·q, Σ hi·q, Σ m·q).
 //
-// The loops run super-blocks outside and groups of inputs inside, so that
-// a super-block's planes (12 KiB) stay in L1 while every group multiplies
-// them; the float sums s of (input, row) live in the scratch at s (64
-// bytes an input) and go to dst at the end, in super-block order per
-// output as the row kernels add them.
+// Registers: DI the panel's outputs (input k at DI + k·R8), BX the
+// super-block being multiplied, R10 its activation bytes (input k at
+// R10 + k·R11), CX 64 (the planes' and C buffers' row stride), SI the C
+// buffer being stored, R15 the one whose float steps run, R13 that one's
+// super-block, R12 its inputs' scales (16 float32), DX super-blocks left,
+// R9 panels left, R14 the inputs to store. Z0–Z15 the 16 inputs' float
+// sums s, Z16 and Z17 the rows' d and dmin, Z18–Z29 temporaries, Z31 NaN.
 //
-// Registers: BX the super-block being multiplied, R10 its group's
-// activation bytes (input k at R10 + k·R11), DI that group's sums, DX the
-// groups left in the super-block, R9 16·xs, CX 64 (the planes' and C
-// buffers' row stride), SI the C buffer being stored; R15 the C buffer
-// whose float steps run, R13 its super-block, R12 its inputs' scales (16
-// float32), R14 its sums. Z16 and Z17 the rows' d and dmin, Z18–Z29
-// temporaries, Z31 NaN. Each (super-block, group)'s C tiles are stored to
-// one of two buffers and the float steps of the one before run after that
-// store, so that the vector units work while the tile unit multiplies.
+// Each super-block's C tiles are stored to one of two buffers, and the
+// float steps of the one before run after that store, so that the vector
+// units work on block b−1 while the tile unit multiplies block b.
 
-// CHUNKSM multiplies the 64 values of chunk c: A into tmm(a), then each
-// plane's B tile into tmm2–tmm4 and its product into tmm5–tmm7. CHUNK6 is
-// Q6_K's: lo and hi only, the hi bytes signed (TDPBSSD).
+// CHUNK multiplies the 64 values of chunk c: A into tmm(a), then each
+// plane's B tile into tmm2–tmm4 and its product into tmm5–tmm7 (OP2 for
+// the hi plane: TDPBSUD, or TDPBSSD for Q6_K's signed high bytes); with
+// M, the m plane too.
 #define CHUNKSM(a, c) \
 	TILELOADD(a, AMX_R10, AMX_R11, 64*c); \
 	TILELOADD(2, AMX_BX, AMX_CX, 64+1024*c); \
@@ -253,7 +235,7 @@ done:
 // EPIKSM is input k's float step for a Q4_K/Q5_K block (SMFLT of the VNNI
 // tile, operand for operand): I = lo + hi<<8 and M from the C buffer at
 // R15, s = s + (float32(I)·(d·dx) − float32(M)·(dmin·dx)).
-#define EPIKSM(k, T1, T2, T3, T4) \
+#define EPIKSM(k, S, T1, T2, T3, T4) \
 	VMOVDQU32 (1024+64*k)(R15), T1; \
 	VPSLLD $8, T1, T1; \
 	VPADDD (64*k)(R15), T1, T1; \
@@ -264,143 +246,199 @@ done:
 	VMULPS.BCST (4*k)(R12), Z17, T4; \
 	VMULPS T4, T3, T3; \
 	VSUBPS T3, T1, T1; \
-	VMOVUPS (64*k)(R14), T2; \
-	VADDPS T1, T2, T2; \
-	VMOVUPS T2, (64*k)(R14)
+	VADDPS T1, S, S
 
 // EPIK6 is Q6_K's (Q6FLT): s = s + float32(I)·(d·dx).
-#define EPIK6(k, T1, T2, T3, T4) \
+#define EPIK6(k, S, T1, T2, T3, T4) \
 	VMOVDQU32 (1024+64*k)(R15), T1; \
 	VPSLLD $8, T1, T1; \
 	VPADDD (64*k)(R15), T1, T1; \
 	VCVTDQ2PS T1, T1; \
 	VMULPS.BCST (4*k)(R12), Z16, T2; \
 	VMULPS T2, T1, T1; \
-	VMOVUPS (64*k)(R14), T3; \
-	VADDPS T1, T3, T3; \
-	VMOVUPS T3, (64*k)(R14)
+	VADDPS T1, S, S
 
 #define EPISM \
 	DSC(0, Z16); \
 	DSC(32, Z17); \
-	EPIKSM(0, Z18, Z19, Z20, Z21); \
-	EPIKSM(1, Z22, Z23, Z24, Z25); \
-	EPIKSM(2, Z26, Z27, Z28, Z29); \
-	EPIKSM(3, Z18, Z19, Z20, Z21); \
-	EPIKSM(4, Z22, Z23, Z24, Z25); \
-	EPIKSM(5, Z26, Z27, Z28, Z29); \
-	EPIKSM(6, Z18, Z19, Z20, Z21); \
-	EPIKSM(7, Z22, Z23, Z24, Z25); \
-	EPIKSM(8, Z26, Z27, Z28, Z29); \
-	EPIKSM(9, Z18, Z19, Z20, Z21); \
-	EPIKSM(10, Z22, Z23, Z24, Z25); \
-	EPIKSM(11, Z26, Z27, Z28, Z29); \
-	EPIKSM(12, Z18, Z19, Z20, Z21); \
-	EPIKSM(13, Z22, Z23, Z24, Z25); \
-	EPIKSM(14, Z26, Z27, Z28, Z29); \
-	EPIKSM(15, Z18, Z19, Z20, Z21)
+	EPIKSM(0, Z0, Z18, Z19, Z20, Z21); \
+	EPIKSM(1, Z1, Z22, Z23, Z24, Z25); \
+	EPIKSM(2, Z2, Z26, Z27, Z28, Z29); \
+	EPIKSM(3, Z3, Z18, Z19, Z20, Z21); \
+	EPIKSM(4, Z4, Z22, Z23, Z24, Z25); \
+	EPIKSM(5, Z5, Z26, Z27, Z28, Z29); \
+	EPIKSM(6, Z6, Z18, Z19, Z20, Z21); \
+	EPIKSM(7, Z7, Z22, Z23, Z24, Z25); \
+	EPIKSM(8, Z8, Z26, Z27, Z28, Z29); \
+	EPIKSM(9, Z9, Z18, Z19, Z20, Z21); \
+	EPIKSM(10, Z10, Z22, Z23, Z24, Z25); \
+	EPIKSM(11, Z11, Z26, Z27, Z28, Z29); \
+	EPIKSM(12, Z12, Z18, Z19, Z20, Z21); \
+	EPIKSM(13, Z13, Z22, Z23, Z24, Z25); \
+	EPIKSM(14, Z14, Z26, Z27, Z28, Z29); \
+	EPIKSM(15, Z15, Z18, Z19, Z20, Z21)
 
 #define EPI6 \
 	DSC(0, Z16); \
-	EPIK6(0, Z18, Z19, Z20, Z21); \
-	EPIK6(1, Z22, Z23, Z24, Z25); \
-	EPIK6(2, Z26, Z27, Z28, Z29); \
-	EPIK6(3, Z18, Z19, Z20, Z21); \
-	EPIK6(4, Z22, Z23, Z24, Z25); \
-	EPIK6(5, Z26, Z27, Z28, Z29); \
-	EPIK6(6, Z18, Z19, Z20, Z21); \
-	EPIK6(7, Z22, Z23, Z24, Z25); \
-	EPIK6(8, Z26, Z27, Z28, Z29); \
-	EPIK6(9, Z18, Z19, Z20, Z21); \
-	EPIK6(10, Z22, Z23, Z24, Z25); \
-	EPIK6(11, Z26, Z27, Z28, Z29); \
-	EPIK6(12, Z18, Z19, Z20, Z21); \
-	EPIK6(13, Z22, Z23, Z24, Z25); \
-	EPIK6(14, Z26, Z27, Z28, Z29); \
-	EPIK6(15, Z18, Z19, Z20, Z21)
+	EPIK6(0, Z0, Z18, Z19, Z20, Z21); \
+	EPIK6(1, Z1, Z22, Z23, Z24, Z25); \
+	EPIK6(2, Z2, Z26, Z27, Z28, Z29); \
+	EPIK6(3, Z3, Z18, Z19, Z20, Z21); \
+	EPIK6(4, Z4, Z22, Z23, Z24, Z25); \
+	EPIK6(5, Z5, Z26, Z27, Z28, Z29); \
+	EPIK6(6, Z6, Z18, Z19, Z20, Z21); \
+	EPIK6(7, Z7, Z22, Z23, Z24, Z25); \
+	EPIK6(8, Z8, Z26, Z27, Z28, Z29); \
+	EPIK6(9, Z9, Z18, Z19, Z20, Z21); \
+	EPIK6(10, Z10, Z22, Z23, Z24, Z25); \
+	EPIK6(11, Z11, Z26, Z27, Z28, Z29); \
+	EPIK6(12, Z12, Z18, Z19, Z20, Z21); \
+	EPIK6(13, Z13, Z22, Z23, Z24, Z25); \
+	EPIK6(14, Z14, Z26, Z27, Z28, Z29); \
+	EPIK6(15, Z15, Z18, Z19, Z20, Z21)
 
-// KQAPANEL defines name(dst *float32, rows int, w *byte, nb int, x *byte,
-// xs int, xlast *byte, groups, m int, dx, s, cbuf, cfg *byte) for
-// super-blocks of blk bytes (matqk_amx_amd64.go, kqAMXPanel).
-#define KQAPANEL(name, blk, COMP, EPI) \
-TEXT name(SB), NOSPLIT, $24-104; \
-	MOVQ groups+56(FP), DX; \
-	TESTQ DX, DX; \
-	JZ none; \
-	MOVQ nb+24(FP), AX; \
-	TESTQ AX, AX; \
-	JZ none; \
-	MOVQ AX, bl-16(SP); \
-	MOVQ cfg+96(FP), AX; \
+#define ZERO16 \
+	VPXORD Z0, Z0, Z0; \
+	VMOVAPS Z0, Z1; \
+	VMOVAPS Z0, Z2; \
+	VMOVAPS Z0, Z3; \
+	VMOVAPS Z0, Z4; \
+	VMOVAPS Z0, Z5; \
+	VMOVAPS Z0, Z6; \
+	VMOVAPS Z0, Z7; \
+	VMOVAPS Z0, Z8; \
+	VMOVAPS Z0, Z9; \
+	VMOVAPS Z0, Z10; \
+	VMOVAPS Z0, Z11; \
+	VMOVAPS Z0, Z12; \
+	VMOVAPS Z0, Z13; \
+	VMOVAPS Z0, Z14; \
+	VMOVAPS Z0, Z15
+
+// STOREOUT writes the first R14 inputs' sums, input k's at DI + k·R8.
+#define STOREOUT \
+	MOVQ DI, AX; \
+	VMOVUPS Z0, (AX); \
+	CMPQ R14, $2; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z1, (AX); \
+	CMPQ R14, $3; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z2, (AX); \
+	CMPQ R14, $4; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z3, (AX); \
+	CMPQ R14, $5; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z4, (AX); \
+	CMPQ R14, $6; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z5, (AX); \
+	CMPQ R14, $7; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z6, (AX); \
+	CMPQ R14, $8; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z7, (AX); \
+	CMPQ R14, $9; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z8, (AX); \
+	CMPQ R14, $10; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z9, (AX); \
+	CMPQ R14, $11; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z10, (AX); \
+	CMPQ R14, $12; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z11, (AX); \
+	CMPQ R14, $13; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z12, (AX); \
+	CMPQ R14, $14; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z13, (AX); \
+	CMPQ R14, $15; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z14, (AX); \
+	CMPQ R14, $16; \
+	JLT stored; \
+	ADDQ R8, AX; \
+	VMOVUPS Z15, (AX)
+
+// KQATILE defines name(dst *float32, rows int, w *byte, np, nb int, x
+// *byte, xs int, dx *byte, m int, cbuf *byte, cfg *byte) for super-blocks
+// of blk bytes (matqk_amx_amd64.go, kqAMXTile).
+#define KQATILE(name, blk, COMP, EPI) \
+TEXT name(SB), NOSPLIT, $0-88; \
+	MOVQ cfg+80(FP), AX; \
 	LDTILECFG(AMX_AX, 0); \
 	MOVL $0x7fc00000, AX; \
 	VPBROADCASTD AX, Z31; \
-	MOVQ s+80(FP), DI; \
-	MOVQ DX, AX; \
-	SHLQ $4, AX; \
-	VPXORD Z0, Z0, Z0; \
-zero: \
-	VMOVUPS Z0, (DI); \
-	ADDQ $64, DI; \
-	DECQ AX; \
-	JNZ zero; \
-	MOVQ s+80(FP), DI; \
-	MOVQ $4, AX; \
-	MOVQ AX, xo-24(SP); \
-	MOVQ xs+40(FP), R11; \
-	MOVQ R11, R9; \
-	SHLQ $4, R9; \
-	MOVQ $64, CX; \
-	MOVQ dx+72(FP), R12; \
-	MOVQ cbuf+88(FP), SI; \
-	LEAQ 3072(SI), R15; \
+	MOVQ rows+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ dst+0(FP), DI; \
 	MOVQ w+16(FP), BX; \
-	APTR; \
+	MOVQ np+24(FP), R9; \
+	MOVQ xs+48(FP), R11; \
+	MOVQ m+64(FP), R14; \
+	MOVQ $64, CX; \
+	TESTQ R9, R9; \
+	JZ done; \
+	MOVQ nb+32(FP), DX; \
+	TESTQ DX, DX; \
+	JZ done; \
+panel: \
+	MOVQ x+40(FP), R10; \
+	ADDQ $4, R10; \
+	MOVQ dx+56(FP), R12; \
+	MOVQ cbuf+72(FP), SI; \
+	LEAQ 3072(SI), R15; \
+	MOVQ nb+32(FP), DX; \
+	ZERO16; \
 	COMP; \
 	MOVQ BX, R13; \
-	MOVQ DI, R14; \
 	XCHGQ SI, R15; \
-	JMP next; \
+	ADDQ $blk, BX; \
+	ADDQ $292, R10; \
+	DECQ DX; \
 loop: \
-	APTR; \
+	TESTQ DX, DX; \
+	JZ last; \
 	COMP; \
 	EPI; \
 	MOVQ BX, R13; \
-	MOVQ DI, R14; \
 	XCHGQ SI, R15; \
-	ADDQ $64, R12; \
-next: \
-	ADDQ $1024, DI; \
-	DECQ DX; \
-	JNZ loop; \
-	DECQ bl-16(SP); \
-	JZ last; \
-	MOVQ groups+56(FP), DX; \
-	MOVQ s+80(FP), DI; \
 	ADDQ $blk, BX; \
-	ADDQ $292, xo-24(SP); \
+	ADDQ $292, R10; \
+	ADDQ $64, R12; \
+	DECQ DX; \
 	JMP loop; \
 last: \
 	EPI; \
+	STOREOUT; \
+stored: \
+	ADDQ $64, DI; \
+	DECQ R9; \
+	JNZ panel; \
+done: \
 	TILERELEASE; \
-	MOVQ s+80(FP), SI; \
-	MOVQ dst+0(FP), DI; \
-	MOVQ rows+8(FP), R8; \
-	SHLQ $2, R8; \
-	MOVQ groups+56(FP), AX; \
-	DECQ AX; \
-	SHLQ $4, AX; \
-	ADDQ m+64(FP), AX; \
-out: \
-	VMOVUPS (SI), Z0; \
-	VMOVUPS Z0, (DI); \
-	ADDQ $64, SI; \
-	ADDQ R8, DI; \
-	DECQ AX; \
-	JNZ out; \
 	VZEROUPPER; \
-none: \
 	RET
 
-KQAPANEL(·kqSMAMXPanel, 12352, COMPSM, EPISM)
-KQAPANEL(·kq6AMXPanel, 8256, COMP6, EPI6)
+KQATILE(·kqSMAMXTile, 12352, COMPSM, EPISM)
+KQATILE(·kq6AMXTile, 8256, COMP6, EPI6)

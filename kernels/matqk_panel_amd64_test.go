@@ -12,16 +12,16 @@ import (
 )
 
 // TestQKPanelVsRow: the AMX, VNNI and AVX2 panel tiles, reached through matQK with the
-// batch threshold lowered (AMX: in one pass over the inputs and in passes of one group), give every output the bits of the row kernel
+// batch threshold lowered, give every output the bits of the row kernel
 // of their set (q4kDotVNNI, q4kDotAVX2 and their kin) and of kqModel, on quantized N(0,1) rows and on
 // random bytes (NaN and Inf scales), against activations with an Inf, zero
 // and subnormal blocks; over row ranges that start and end off the panel
 // grid (rows after the last panel, inputs after the last tile) and row
 // blocks smaller than a panel's bytes.
 func TestQKPanelVsRow(t *testing.T) {
-	defer func(v, vv, a, rb, ib int) {
-		kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes = v, vv, a, rb, ib
-	}(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes, kqaInputBytes)
+	defer func(v, vv, a, rb int) {
+		kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes = v, vv, a, rb
+	}(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes)
 	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = 1, 1, 1
 	r := rand.New(rand.NewPCG(23, 1))
 	type kern struct {
@@ -96,9 +96,9 @@ func TestQKPanelVsRow(t *testing.T) {
 									what := fmt.Sprintf("%s %v nb=%d rows=%d n=%d raw=%v rows [%d,%d) block=%d", set.name, dt, nb, rows, n, raw, span[0], span[1], blockBytes)
 									if blockBytes > 0 {
 										defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
-										rowBlockBytes, kqaRowBlockBytes, kqaInputBytes = blockBytes, blockBytes, blockBytes
+										rowBlockBytes, kqaRowBlockBytes = blockBytes, blockBytes
 									} else {
-										kqaRowBlockBytes, kqaInputBytes = 1<<20, 1<<20
+										kqaRowBlockBytes = 1 << 20
 									}
 									dst := make([]float32, n*rows)
 									for i := range dst {
