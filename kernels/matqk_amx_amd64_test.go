@@ -66,7 +66,7 @@ func BenchmarkKQuantAMX(b *testing.B) {
 	}
 	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
 		w := kqWeight(b, r, dt, rows, cols)
-		for _, n := range []int{8, 16, 32, 64, 512} {
+		for _, n := range []int{8, 16, 32, 64, 128, 512} {
 			xq := kqActs(r, n, cols)
 			dst := make([]float32, n*rows)
 			for _, path := range paths {
