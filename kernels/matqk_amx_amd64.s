@@ -4,8 +4,9 @@
 #include "amx_amd64.h"
 
 // K-quant panels on the AMX-INT8 tile unit: matqk_amx_amd64.go states the
-// arithmetic (I and M as tile products over per-value weight planes, then
-// the VNNI panel tile's float step) and the panel layout.
+// arithmetic (I as tile products over per-value weight planes, M as the
+// VNNI panel tile forms it, then that tile's float step) and the panel
+// layout.
 
 // kqaIdxLo, kqaIdxHi: VPERMW indices spreading 16 per-row words over 32
 // word lanes, four lanes a row: rows 0–7 (Lo) and rows 8–15 (Hi), to meet
@@ -61,12 +62,10 @@ GLOBL kqaIdxHi<>(SB), RODATA|NOPTR, $64
 	VPERMW Z0, Z29, Z2
 
 // SMSUBA is sub-block j of a Q4_K/Q5_K super-block: its 8 level groups
-// into the planes, and m_j (the low word of the (m, m) pairs) in every
-// byte of its rows into the m plane.
+// into the planes, and its rows' (m_j, m_j) int16 pairs copied.
 #define SMSUBA(j) \
 	SCW(64+64*j); \
-	VPANDD (576+64*j)(SI), Z30, Z3; \
-	VPMULLD Z31, Z3, Z3; \
+	VMOVDQU64 (576+64*j)(SI), Z3; \
 	PLANEG(1088+512*j+0, 64+512*j+0); \
 	PLANEG(1088+512*j+64, 64+512*j+64); \
 	PLANEG(1088+512*j+128, 64+512*j+128); \
@@ -75,14 +74,7 @@ GLOBL kqaIdxHi<>(SB), RODATA|NOPTR, $64
 	PLANEG(1088+512*j+320, 64+512*j+320); \
 	PLANEG(1088+512*j+384, 64+512*j+384); \
 	PLANEG(1088+512*j+448, 64+512*j+448); \
-	VMOVDQU64 Z3, (8256+512*j+0)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+64)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+128)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+192)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+256)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+320)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+384)(DI); \
-	VMOVDQU64 Z3, (8256+512*j+448)(DI)
+	VMOVDQU64 Z3, (8256+64*j)(DI)
 
 // Q6SUBA is sub-block s of a Q6_K super-block: its 4 level groups.
 #define Q6SUBA(s) \
@@ -94,11 +86,7 @@ GLOBL kqaIdxHi<>(SB), RODATA|NOPTR, $64
 
 #define PLANECONST \
 	VMOVDQU64 kqaIdxLo<>(SB), Z28; \
-	VMOVDQU64 kqaIdxHi<>(SB), Z29; \
-	MOVL $0xffff, AX; \
-	VPBROADCASTD AX, Z30; \
-	MOVL $0x01010101, AX; \
-	VPBROADCASTD AX, Z31
+	VMOVDQU64 kqaIdxHi<>(SB), Z29
 
 // func kqAMXFromSM(dst, src *byte, nb int)
 TEXT ·kqAMXFromSM(SB), NOSPLIT, $0-24
@@ -122,7 +110,7 @@ block:
 	SMSUBA(6)
 	SMSUBA(7)
 	ADDQ $5184, SI
-	ADDQ $12352, DI
+	ADDQ $8768, DI
 	DECQ CX
 	JNZ block
 done:
@@ -169,33 +157,32 @@ done:
 
 // The tiles, for one tile of 16 inputs over np panels. Tiles (kqaConfig):
 // tmm0, tmm1 A (16 inputs × 64 activation bytes, taking turns by chunk),
-// tmm2–tmm4 B (the lo, hi and m planes' chunk: 16 groups × 16 rows × 4
-// bytes), tmm5–tmm7 C (16 inputs × 16 rows: Σ lo·q, Σ hi·q, Σ m·q).
+// tmm2, tmm3 B (the lo and hi planes' chunk: 16 groups × 16 rows × 4
+// bytes), tmm5, tmm6 C (16 inputs × 16 rows: Σ lo·q, Σ hi·q).
 //
 // Registers: DI the panel's outputs (input k at DI + k·R8), BX the
 // super-block being multiplied, R10 its activation bytes (input k at
 // R10 + k·R11), CX 64 (the planes' and C buffers' row stride), SI the C
 // buffer being stored, R15 the one whose float steps run, R13 that one's
-// super-block, R12 its inputs' scales (16 float32), DX super-blocks left,
+// super-block, R12 its inputs' scales (16 float32 dx, then for Q4_K/Q5_K
+// their bsums, 32 bytes each), DX super-blocks left,
 // R9 panels left, R14 the inputs to store. Z0–Z15 the 16 inputs' float
-// sums s, Z16 and Z17 the rows' d and dmin, Z18–Z29 temporaries, Z31 NaN.
+// sums s, Z16 and Z17 the rows' d and dmin, Z18–Z29 temporaries (Q4_K,
+// Q5_K: Z22–Z29 the rows' 8 min pair vectors), Z31 NaN.
 //
 // Each super-block's C tiles are stored to one of two buffers, and the
 // float steps of the one before run after that store, so that the vector
 // units work on block b−1 while the tile unit multiplies block b.
 
-// CHUNK multiplies the 64 values of chunk c: A into tmm(a), then each
-// plane's B tile into tmm2–tmm4 and its product into tmm5–tmm7 (OP2 for
-// the hi plane: TDPBSUD, or TDPBSSD for Q6_K's signed high bytes); with
-// M, the m plane too.
+// CHUNKSM multiplies the 64 values of chunk c: A into tmm(a), then each
+// plane's B tile into tmm2, tmm3 and its product into tmm5, tmm6. CHUNK6
+// is Q6_K's: the hi bytes signed (TDPBSSD).
 #define CHUNKSM(a, c) \
 	TILELOADD(a, AMX_R10, AMX_R11, 64*c); \
 	TILELOADD(2, AMX_BX, AMX_CX, 64+1024*c); \
 	TDPBSUD(5, a, 2); \
 	TILELOADD(3, AMX_BX, AMX_CX, 4160+1024*c); \
-	TDPBSUD(6, a, 3); \
-	TILELOADD(4, AMX_BX, AMX_CX, 8256+1024*c); \
-	TDPBSUD(7, a, 4)
+	TDPBSUD(6, a, 3)
 
 #define CHUNK6(a, c) \
 	TILELOADD(a, AMX_R10, AMX_R11, 64*c); \
@@ -207,14 +194,12 @@ done:
 #define COMPSM \
 	TILEZERO(5); \
 	TILEZERO(6); \
-	TILEZERO(7); \
 	CHUNKSM(0, 0); \
 	CHUNKSM(1, 1); \
 	CHUNKSM(0, 2); \
 	CHUNKSM(1, 3); \
 	TILESTORED(AMX_SI, AMX_CX, 0, 5); \
-	TILESTORED(AMX_SI, AMX_CX, 1024, 6); \
-	TILESTORED(AMX_SI, AMX_CX, 2048, 7)
+	TILESTORED(AMX_SI, AMX_CX, 1024, 6)
 
 #define COMP6 \
 	TILEZERO(5); \
@@ -233,20 +218,31 @@ done:
 	VMOVAPS Z31, K1, Z
 
 // EPIKSM is input k's float step for a Q4_K/Q5_K block (SMFLT of the VNNI
-// tile, operand for operand): I = lo + hi<<8 and M from the C buffer at
-// R15, s = s + (float32(I)·(d·dx) − float32(M)·(dmin·dx)).
-#define EPIKSM(k, S, T1, T2, T3, T4) \
-	VMOVDQU32 (1024+64*k)(R15), T1; \
-	VPSLLD $8, T1, T1; \
-	VPADDD (64*k)(R15), T1, T1; \
-	VCVTDQ2PS T1, T1; \
-	VMULPS.BCST (4*k)(R12), Z16, T2; \
-	VMULPS T2, T1, T1; \
-	VCVTDQ2PS (2048+64*k)(R15), T3; \
-	VMULPS.BCST (4*k)(R12), Z17, T4; \
-	VMULPS T4, T3, T3; \
-	VSUBPS T3, T1, T1; \
-	VADDPS T1, S, S
+// tile, operand for operand): I = lo + hi<<8 from the C buffer at R15; M
+// = Σ_j (m_j, m_j)·(bsums[2j], bsums[2j+1]) by VPDPWSSD, the rows' pairs
+// in Z22–Z29 and input k's bsums at 64+32k(R12), as the VNNI tile forms
+// it; s = s + (float32(I)·(d·dx) − float32(M)·(dmin·dx)).
+#define EPIKSM(k, S) \
+	VPXORD Z20, Z20, Z20; \
+	VPDPWSSD.BCST (64+32*k+0)(R12), Z22, Z20; \
+	VPDPWSSD.BCST (64+32*k+4)(R12), Z23, Z20; \
+	VPDPWSSD.BCST (64+32*k+8)(R12), Z24, Z20; \
+	VPDPWSSD.BCST (64+32*k+12)(R12), Z25, Z20; \
+	VPDPWSSD.BCST (64+32*k+16)(R12), Z26, Z20; \
+	VPDPWSSD.BCST (64+32*k+20)(R12), Z27, Z20; \
+	VPDPWSSD.BCST (64+32*k+24)(R12), Z28, Z20; \
+	VPDPWSSD.BCST (64+32*k+28)(R12), Z29, Z20; \
+	VMOVDQU32 (1024+64*k)(R15), Z18; \
+	VPSLLD $8, Z18, Z18; \
+	VPADDD (64*k)(R15), Z18, Z18; \
+	VCVTDQ2PS Z18, Z18; \
+	VMULPS.BCST (4*k)(R12), Z16, Z19; \
+	VMULPS Z19, Z18, Z18; \
+	VCVTDQ2PS Z20, Z20; \
+	VMULPS.BCST (4*k)(R12), Z17, Z21; \
+	VMULPS Z21, Z20, Z20; \
+	VSUBPS Z20, Z18, Z18; \
+	VADDPS Z18, S, S
 
 // EPIK6 is Q6_K's (Q6FLT): s = s + float32(I)·(d·dx).
 #define EPIK6(k, S, T1, T2, T3, T4) \
@@ -261,22 +257,30 @@ done:
 #define EPISM \
 	DSC(0, Z16); \
 	DSC(32, Z17); \
-	EPIKSM(0, Z0, Z18, Z19, Z20, Z21); \
-	EPIKSM(1, Z1, Z22, Z23, Z24, Z25); \
-	EPIKSM(2, Z2, Z26, Z27, Z28, Z29); \
-	EPIKSM(3, Z3, Z18, Z19, Z20, Z21); \
-	EPIKSM(4, Z4, Z22, Z23, Z24, Z25); \
-	EPIKSM(5, Z5, Z26, Z27, Z28, Z29); \
-	EPIKSM(6, Z6, Z18, Z19, Z20, Z21); \
-	EPIKSM(7, Z7, Z22, Z23, Z24, Z25); \
-	EPIKSM(8, Z8, Z26, Z27, Z28, Z29); \
-	EPIKSM(9, Z9, Z18, Z19, Z20, Z21); \
-	EPIKSM(10, Z10, Z22, Z23, Z24, Z25); \
-	EPIKSM(11, Z11, Z26, Z27, Z28, Z29); \
-	EPIKSM(12, Z12, Z18, Z19, Z20, Z21); \
-	EPIKSM(13, Z13, Z22, Z23, Z24, Z25); \
-	EPIKSM(14, Z14, Z26, Z27, Z28, Z29); \
-	EPIKSM(15, Z15, Z18, Z19, Z20, Z21)
+	VMOVDQU64 (8256+64*0)(R13), Z22; \
+	VMOVDQU64 (8256+64*1)(R13), Z23; \
+	VMOVDQU64 (8256+64*2)(R13), Z24; \
+	VMOVDQU64 (8256+64*3)(R13), Z25; \
+	VMOVDQU64 (8256+64*4)(R13), Z26; \
+	VMOVDQU64 (8256+64*5)(R13), Z27; \
+	VMOVDQU64 (8256+64*6)(R13), Z28; \
+	VMOVDQU64 (8256+64*7)(R13), Z29; \
+	EPIKSM(0, Z0); \
+	EPIKSM(1, Z1); \
+	EPIKSM(2, Z2); \
+	EPIKSM(3, Z3); \
+	EPIKSM(4, Z4); \
+	EPIKSM(5, Z5); \
+	EPIKSM(6, Z6); \
+	EPIKSM(7, Z7); \
+	EPIKSM(8, Z8); \
+	EPIKSM(9, Z9); \
+	EPIKSM(10, Z10); \
+	EPIKSM(11, Z11); \
+	EPIKSM(12, Z12); \
+	EPIKSM(13, Z13); \
+	EPIKSM(14, Z14); \
+	EPIKSM(15, Z15)
 
 #define EPI6 \
 	DSC(0, Z16); \
@@ -383,7 +387,7 @@ done:
 // KQATILE defines name(dst *float32, rows int, w *byte, np, nb int, x
 // *byte, xs int, dx *byte, m int, cbuf *byte, cfg *byte) for super-blocks
 // of blk bytes (matqk_amx_amd64.go, kqAMXTile).
-#define KQATILE(name, blk, COMP, EPI) \
+#define KQATILE(name, blk, COMP, EPI, dxs) \
 TEXT name(SB), NOSPLIT, $0-88; \
 	MOVQ cfg+80(FP), AX; \
 	LDTILECFG(AMX_AX, 0); \
@@ -425,7 +429,7 @@ loop: \
 	XCHGQ SI, R15; \
 	ADDQ $blk, BX; \
 	ADDQ $292, R10; \
-	ADDQ $64, R12; \
+	ADDQ $dxs, R12; \
 	DECQ DX; \
 	JMP loop; \
 last: \
@@ -440,5 +444,5 @@ done: \
 	VZEROUPPER; \
 	RET
 
-KQATILE(·kqSMAMXTile, 12352, COMPSM, EPISM)
-KQATILE(·kq6AMXTile, 8256, COMP6, EPI6)
+KQATILE(·kqSMAMXTile, 8768, COMPSM, EPISM, 576)
+KQATILE(·kq6AMXTile, 8256, COMP6, EPI6, 64)
