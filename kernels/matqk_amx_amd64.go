@@ -71,9 +71,8 @@ const (
 // so tests can send small batches through them): the planes cost a pass
 // over the row block per call, repaid over the inputs. Against the VNNI
 // panels (BenchmarkKQuantAMX, 768×2048, one thread, CPU time, runs at
-// load 25–27): 16 inputs 0.58–1.0×, 32 inputs 0.61–1.17×, 64 inputs
-// 0.69–1.46× (two more runs of Q4_K/Q5_K: 0.89–1.25×), 128 inputs 1.0–1.25×,
-// 512 inputs 1.14× (Q4_K), 1.40× (Q5_K), 1.97× (Q6_K: two planes to three).
+// load 8–27): 16 inputs 0.72–1.0×, 64 inputs 0.97–1.46×, 512 inputs 1.45×
+// (Q4_K), 1.58× (Q5_K), 1.97× (Q6_K).
 var kqaMinInputs = 64
 
 // kqaRowBlockBytes is how many bytes of AMX panels one row block makes
