@@ -11,9 +11,9 @@ func SetRowBlockBytes(v int) (restore func()) {
 }
 
 // SetKQPanelMinInputs sets the smallest batch that takes the K-quant panel
-// tiles, so tests can reach them with small shapes.
+// tiles (VNNI/AVX2 and AMX alike), so tests can reach them with small shapes.
 func SetKQPanelMinInputs(v int) (restore func()) {
-	old := kqpMinInputs
-	kqpMinInputs = v
-	return func() { kqpMinInputs = old }
+	old, oldV, oldA := kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs
+	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = v, v, v
+	return func() { kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = old, oldV, oldA }
 }

@@ -35,6 +35,8 @@ func init() { addSelector(selectKQuant) }
 func selectKQuant(c isaLevel) {
 	matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = nil, nil, nil
 	switch {
+	case c >= isaAMX && cpuAMX && amxOK():
+		matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = matQ4_KAMX, matQ5_KAMX, matQ6_KAMX
 	case c >= isaAVX512 && cpuVNNI:
 		matQ4_KActImpl, matQ5_KActImpl, matQ6_KActImpl = matQ4_KVNNI, matQ5_KVNNI, matQ6_KVNNI
 	case c >= isaAVX512 && cpuAVX512:
@@ -143,13 +145,27 @@ func matQ6_KVNNI(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	matQK(tensor.Q6_K, kqPanelsVNNI, q6kDotVNNI, q6kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
 }
 
+func matQ4_KAMX(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+	matQK(tensor.Q4_K, kqPanelsAMX, q4kDotVNNI, q4kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+}
+
+func matQ5_KAMX(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+	matQK(tensor.Q5_K, kqPanelsAMX, q5kDotVNNI, q5kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+}
+
+func matQ6_KAMX(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+	matQK(tensor.Q6_K, kqPanelsAMX, q6kDotVNNI, q6kTile4VNNI, dst, w, xq, n, rows, cols, lo, hi)
+}
+
 // matQK computes outputs [lo,hi) of a row-major weight of type t for all
 // n inputs with dot and tile: inputs four at a time through tile (each
 // weight block unpacked once for four), the rest one at a time. For a
 // batch the rows go in blocks that stay in L2 (rowBlock) while every input
 // passes over them. With a panel tile pt (nil: none), a batch of at least
-// kqpMinInputs inputs takes it for its whole panels of rows and whole
-// tiles of inputs (kqScratchPanels), the same bits as dot's.
+// pt.minInputs() inputs takes it for its whole panels of rows and whole
+// tiles of inputs (kqScratchPanels), and with pt.amx a batch of at least
+// kqaMinInputs takes the AMX tiles for its whole panels of rows and all
+// its inputs (kqAMXPanels): the same bits as dot's.
 func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	nb := cols / tensor.QK_K
 	if nb == 0 {
@@ -164,7 +180,11 @@ func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, 
 	_ = w[hi*rb-1]
 	_ = xq[n*xb-1]
 	_ = dst[(n-1)*rows+hi-1]
-	if pt != nil && n >= max(kqpMinInputs, kqpTile) && hi-lo >= PanelRows {
+	if pt != nil && pt.amx && n >= kqaMinInputs && hi-lo >= PanelRows {
+		if lo = kqAMXPanels(t, dst, w, xq, n, rows, lo, hi, nb, rb); lo >= hi {
+			return
+		}
+	} else if pt != nil && n >= max(pt.minInputs(), kqpTile) && hi-lo >= PanelRows {
 		n8 := n / kqpTile * kqpTile
 		full := kqScratchPanels(t, pt, dst, w, xq, n8, rows, lo, hi, nb, rb)
 		if n8 < n { // the inputs after the last tile, over the panels' rows

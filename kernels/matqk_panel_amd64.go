@@ -54,7 +54,10 @@ import (
 // GMAC/s through the panels against the row tiles' 54 at 8 inputs, 70 at
 // 16, 98 at 32 and 145 at 512 (AVX2: 36 and 48 at 8 and 16 against 49,
 // 64 at 32 and 84 at 512 against 42–48), so batches from kqpMinInputs = 32
-// take them and smaller ones keep the row tiles.
+// take the AVX2 panels and smaller ones keep the row tiles; the VNNI
+// panels pay from 16 (BenchmarkKQuantAMX, one run at load 30: 64–71
+// GMAC/s against the row tiles' 50–56 at 16 inputs, where the AVX2 panels
+// ran 45–51 against 44–48), so they start at kqpMinInputsVNNI = 16.
 
 const (
 	kqpSM   = 5184 // bytes of one super-block of a Q4_K/Q5_K panel
@@ -65,9 +68,21 @@ const (
 	kqpLevels6  = 1600
 )
 
-// kqpMinInputs is the smallest batch that takes the panels (a variable so
-// tests can send small batches through them).
-var kqpMinInputs = 32
+// kqpMinInputs and kqpMinInputsVNNI are the smallest batches that take
+// the AVX2 and the VNNI panels (variables so tests can send small batches
+// through them).
+var (
+	kqpMinInputs     = 32
+	kqpMinInputsVNNI = 16
+)
+
+// minInputs is the smallest batch that takes k's panel tiles.
+func (k *kqPanels) minInputs() int {
+	if k.words {
+		return kqpMinInputs
+	}
+	return kqpMinInputsVNNI
+}
 
 // kqPanelTile writes dst[k·rows + 16p + j] = row 16p+j of the np scratch
 // panels at w (nb super-blocks each) · input k, for the 8 inputs k whose
@@ -89,15 +104,18 @@ func kq6Panel8AVX2(dst *float32, rows int, w *byte, np, nb int, x *byte, xs int)
 // kqPanels is one kernel set's panel tiles: sm for Q4_K and Q5_K, q6 for
 // Q6_K, and whether they take the sub-block scales as int16 word pairs
 // (sc, sc), which VPMADDWD multiplies in (AVX2), or as int32, which
-// VPMULLD does (VNNI: VPDPBUSD sums the levels without a scale).
+// VPMULLD does (VNNI: VPDPBUSD sums the levels without a scale); amx
+// sends batches of kqaMinInputs or more to the AMX tiles
+// (matqk_amx_amd64.go) instead.
 type kqPanels struct {
 	sm, q6 kqPanelTile
 	words  bool
+	amx    bool
 }
 
 var (
-	kqPanelsVNNI = &kqPanels{kqSMPanel8VNNI, kq6Panel8VNNI, false}
-	kqPanelsAVX2 = &kqPanels{kqSMPanel8AVX2, kq6Panel8AVX2, true}
+	kqPanelsVNNI = &kqPanels{kqSMPanel8VNNI, kq6Panel8VNNI, false, false}
+	kqPanelsAVX2 = &kqPanels{kqSMPanel8AVX2, kq6Panel8AVX2, true, false}
 )
 
 // tile is the tile for t.

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// TestQKPanelVsRow: the VNNI and AVX2 panel tiles, reached through matQK with the
+// TestQKPanelVsRow: the AMX, VNNI and AVX2 panel tiles, reached through matQK with the
 // batch threshold lowered, give every output the bits of the row kernel
 // of their set (q4kDotVNNI, q4kDotAVX2 and their kin) and of kqModel, on quantized N(0,1) rows and on
 // random bytes (NaN and Inf scales), against activations with an Inf, zero
@@ -19,8 +19,10 @@ import (
 // grid (rows after the last panel, inputs after the last tile) and row
 // blocks smaller than a panel's bytes.
 func TestQKPanelVsRow(t *testing.T) {
-	defer func(v int) { kqpMinInputs = v }(kqpMinInputs)
-	kqpMinInputs = 1
+	defer func(v, vv, a, rb int) {
+		kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes = v, vv, a, rb
+	}(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes)
+	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = 1, 1, 1
 	r := rand.New(rand.NewPCG(23, 1))
 	type kern struct {
 		pt  *kqPanels
@@ -32,6 +34,11 @@ func TestQKPanelVsRow(t *testing.T) {
 		ok    bool
 		kerns map[tensor.DType]kern
 	}{
+		{"amx", amxOK(), map[tensor.DType]kern{
+			tensor.Q4_K: {kqPanelsAMX, q4kDotVNNI, q4kTile4VNNI},
+			tensor.Q5_K: {kqPanelsAMX, q5kDotVNNI, q5kTile4VNNI},
+			tensor.Q6_K: {kqPanelsAMX, q6kDotVNNI, q6kTile4VNNI},
+		}},
 		{"vnni", cpuVNNI, map[tensor.DType]kern{
 			tensor.Q4_K: {kqPanelsVNNI, q4kDotVNNI, q4kTile4VNNI},
 			tensor.Q5_K: {kqPanelsVNNI, q5kDotVNNI, q5kTile4VNNI},
@@ -52,7 +59,7 @@ func TestQKPanelVsRow(t *testing.T) {
 			k := set.kerns[dt]
 			for _, nb := range []int{1, 2, 3} {
 				for _, rows := range []int{16, 37, 50} {
-					for _, n := range []int{8, 11, 19} {
+					for _, n := range []int{8, 11, 19, 35} {
 						for _, raw := range []bool{false, true} {
 							cols := nb * tensor.QK_K
 							rb := nb * dt.BlockBytes()
@@ -89,7 +96,9 @@ func TestQKPanelVsRow(t *testing.T) {
 									what := fmt.Sprintf("%s %v nb=%d rows=%d n=%d raw=%v rows [%d,%d) block=%d", set.name, dt, nb, rows, n, raw, span[0], span[1], blockBytes)
 									if blockBytes > 0 {
 										defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
-										rowBlockBytes = blockBytes
+										rowBlockBytes, kqaRowBlockBytes = blockBytes, blockBytes
+									} else {
+										kqaRowBlockBytes = 1 << 20
 									}
 									dst := make([]float32, n*rows)
 									for i := range dst {
