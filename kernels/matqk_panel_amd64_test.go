@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -19,6 +20,7 @@ import (
 // grid (rows after the last panel, inputs after the last tile) and row
 // blocks smaller than a panel's bytes.
 func TestQKPanelVsRow(t *testing.T) {
+	testutil.SkipRace(t, "the K-quant panels against the row kernels, bit for bit")
 	defer func(v, vv, a, rb int) {
 		kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes = v, vv, a, rb
 	}(kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs, kqaRowBlockBytes)
