@@ -20,7 +20,7 @@ import (
 // to back in anonymous memory advised MADV_HUGEPAGE (as offload's ram tier
 // and bench/_streamread allocate), Q8_0 and Q4_0 repacked into panels
 // where the kernel set has them, each MatVec'd once per pass on one
-// thread, for Q4_0, Q8_0, Q4_K, Q6_K (Q4_K_M's two types, row-major as
+// thread, for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K (the K-quant mixes' types, row-major as
 // every tier keeps them), F16 and F32: MB/s is weight bytes per second,
 // against "sum", a plain eight-accumulator read of the same bytes. Three
 // sizes: 1 MiB (L2), 64 MiB, about a 110M Q4_0 model's layer weights
@@ -33,7 +33,7 @@ func BenchmarkDecodeStream(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = syscall.Madvise(buf, 14) // MADV_HUGEPAGE
-		for _, dt := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K, tensor.Q6_K, tensor.F16, tensor.F32} {
+		for _, dt := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K, tensor.F16, tensor.F32} {
 			var ws []kernels.Weight
 			var total int64
 			var built bool
