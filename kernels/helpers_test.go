@@ -152,6 +152,10 @@ func makeWeight(r *rand.Rand, t tensor.DType, rows, cols, off int, mode weightMo
 			tensor.QuantizeRowQ8_0(dst, row)
 		case tensor.Q4_0:
 			tensor.QuantizeRowQ4_0(dst, row)
+		case tensor.Q4_K, tensor.Q5_K, tensor.Q6_K:
+			if err := tensor.QuantizeRow(dst, row, t); err != nil {
+				panic(err)
+			}
 		default:
 			panic(fmt.Sprint("makeWeight: dtype ", t))
 		}

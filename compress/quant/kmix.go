@@ -3,9 +3,11 @@ package quant
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -323,10 +325,34 @@ func QuantizeMatrix(src []float32, rows, cols int, t tensor.DType) ([]byte, erro
 		return nil, err
 	}
 	out := make([]byte, int64(rows)*rb)
-	for r := range rows {
-		if err := tensor.QuantizeRow(out[int64(r)*rb:int64(r+1)*rb], src[r*cols:(r+1)*cols], t); err != nil {
+	// Rows are independent, so they are encoded by up to GOMAXPROCS
+	// goroutines over contiguous row ranges: the bytes do not depend on the
+	// split, and a 7B model's K-quant mix (the search of ggml's reference
+	// rounding per sub-block) no longer takes one core for many minutes.
+	workers := min(runtime.GOMAXPROCS(0), max(1, rows/quantizeMinRows))
+	per := (rows + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*per, min(rows, (w+1)*per)
+		wg.Go(func() {
+			for r := lo; r < hi; r++ {
+				if err := tensor.QuantizeRow(out[int64(r)*rb:int64(r+1)*rb], src[r*cols:(r+1)*cols], t); err != nil {
+					errs[w] = fmt.Errorf("row %d: %w", r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs { // the first failing range's error, as a sequential loop would report it
+		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// quantizeMinRows is the fewest rows per goroutine in QuantizeMatrix: below
+// it a goroutine costs more than the rows it encodes.
+const quantizeMinRows = 64
