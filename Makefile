@@ -137,6 +137,7 @@ fuzz:
 	$(call fuzz1,FuzzParseGBNF,grammar)
 	$(call fuzz1,FuzzFromJSONSchema,grammar)
 	$(call fuzz1,FuzzMatcher,grammar,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzParseShape,model/synth)
 
 fuzz-check:
 	@missing=$$(grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \

@@ -93,7 +93,23 @@ func TestGenModelWiden(t *testing.T) {
 	if got != want {
 		t.Errorf("widened model generated %q, want %q", got, want)
 	}
-	for _, args := range [][]string{{"--widen-ffn", "700", "-o", out}, {"--from", bin, "-o", out}, {"--widen-ffn", "100", "--from", bin, "--tokenizer", tok, "-o", out}} {
+	wide := filepath.Join(t.TempDir(), "wider.gguf")
+	msg, stderr, err = cli(t, "", "gen-model", "--widen-to", "dim=128,hidden=256,layers=6,heads=16,kv-heads=4,head-dim=16", "--from", bin, "--tokenizer", tok, "-o", wide)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(msg, "widened to dim 128, hidden 256, 6 layers, 16 heads, 4 kv heads, head dim 16") {
+		t.Errorf("stdout %q", msg)
+	}
+	got, _, err = cli(t, "", "generate", "-m", wide, "--temp", "0", "-n", "64", "-p", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("model widened to a shape generated %q, want %q", got, want)
+	}
+	for _, args := range [][]string{{"--widen-ffn", "700", "-o", out}, {"--from", bin, "-o", out}, {"--widen-ffn", "100", "--from", bin, "--tokenizer", tok, "-o", out},
+		{"--widen-ffn", "700", "--widen-to", "tinyllama", "--from", bin, "--tokenizer", tok, "-o", out}, {"--widen-to", "gpt5", "--from", bin, "--tokenizer", tok, "-o", out}} {
 		if _, _, err := cli(t, "", append([]string{"gen-model"}, args...)...); err == nil {
 			t.Errorf("gen-model %q: no error", args)
 		}
