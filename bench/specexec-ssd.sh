@@ -21,7 +21,7 @@
 # Usage: bench/specexec-ssd.sh DIR [ssd|ram|both]
 # Environment: MODELS (default ../shared/models beside the repository),
 # SLUICE (a built binary; default: go build into DIR), GEN (generated
-# tokens, default 48), PROMPT (prompt tokens, default 16), DEPTH (max tree
+# tokens, default 48), CHECK=0 (skip the text check), PROMPT (prompt tokens, default 16), DEPTH (max tree
 # depth, default 24), BUDGETS (default "8 16 32 64 128").
 set -euo pipefail
 dir=${1:?usage: $0 DIR [ssd|ram|both]}
@@ -49,16 +49,18 @@ if [ ! -s "$draft" ]; then
 	"$sluice" quantize -m "$src" -o "$draft" --type q8_0
 fi
 
-# The widened Q8_0 target's greedy text is stories260K's.
-want=$("$sluice" generate -m "$src" --temp 0 -n 64 -p "Once upon a time" | md5sum | cut -d' ' -f1)
-got=$("$sluice" generate -m "$target" --temp 0 -n 64 -p "Once upon a time" --threads 2 | md5sum | cut -d' ' -f1)
-if [ "$want" != "$got" ]; then
-	echo "the widened target's greedy text differs from stories260K's ($got, want $want)" >&2
-	exit 1
+# The widened Q8_0 target's greedy text is stories260K's (CHECK=0 skips it).
+if [ "${CHECK:-1}" != 0 ]; then
+	want=$("$sluice" generate -m "$src" --temp 0 -n 64 -p "Once upon a time" | md5sum | cut -d' ' -f1)
+	got=$("$sluice" generate -m "$target" --temp 0 -n 64 -p "Once upon a time" --threads 2 | md5sum | cut -d' ' -f1)
+	if [ "$want" != "$got" ]; then
+		echo "the widened target's greedy text differs from stories260K's ($got, want $want)" >&2
+		exit 1
+	fi
+	echo "greedy text (64 tokens): widened Q8_0 target = stories260K ($got)"
 fi
-echo "greedy text (64 tokens): widened Q8_0 target = stories260K ($got)"
 
-size=$(stat -c %s "$target")
+size=$(stat -L -c %s "$target")
 quarter=$((size / 4))
 grep -o 'avx512[a-z]*\|avx2\|amx[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' || true
 echo
@@ -80,6 +82,11 @@ run() {
 	cpu=$( { /usr/bin/time -f '%U %S' "$sluice" bench -m "$target" "${tierArgs[@]}" --threads 2 \
 		--prompt-tokens "$prompt" --gen-tokens "$gen" --runs 1 --json "$@" >"$dir/$name.json" 2>"$dir/$name.err"; } 2>&1 | tail -1)
 	echo "$cpu" >"$dir/$name.cpu"
+	if [ ! -s "$dir/$name.json" ]; then
+		echo "$name failed:" >&2
+		cat "$dir/$name.err" >&2
+		exit 1
+	fi
 }
 
 table() {
