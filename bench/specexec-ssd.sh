@@ -21,7 +21,8 @@
 # Usage: bench/specexec-ssd.sh DIR [ssd|ram|both]
 # Environment: MODELS (default ../shared/models beside the repository),
 # SLUICE (a built binary; default: go build into DIR), GEN (generated
-# tokens, default 48), CHECK=0 (skip the text check), PROMPT (prompt tokens, default 16), DEPTH (max tree
+# tokens, default 48), CHECK=0 (skip the text check), RENDER=1 (print
+# the table of the runs already in DIR, without running), PROMPT (prompt tokens, default 16), DEPTH (max tree
 # depth, default 24), BUDGETS (default "8 16 32 64 128").
 set -euo pipefail
 dir=${1:?usage: $0 DIR [ssd|ram|both]}
@@ -50,7 +51,7 @@ if [ ! -s "$draft" ]; then
 fi
 
 # The widened Q8_0 target's greedy text is stories260K's (CHECK=0 skips it).
-if [ "${CHECK:-1}" != 0 ]; then
+if [ "${CHECK:-1}" != 0 ] && [ "${RENDER:-0}" != 1 ]; then
 	want=$("$sluice" generate -m "$src" --temp 0 -n 64 -p "Once upon a time" | md5sum | cut -d' ' -f1)
 	got=$("$sluice" generate -m "$target" --temp 0 -n 64 -p "Once upon a time" --threads 2 | md5sum | cut -d' ' -f1)
 	if [ "$want" != "$got" ]; then
@@ -71,23 +72,26 @@ drop() {
 	if [ -w /proc/sys/vm/drop_caches ]; then echo 3 >/proc/sys/vm/drop_caches; fi
 }
 
-# run TIER NAME ARGS...: one bench run, its JSON in $dir/NAME.json.
+# run TIER NAME ARGS...: one bench run, its JSON in $dir/NAME.json, its
+# user and system CPU seconds in $dir/NAME.cpu. RENDER=1 only prints the
+# table of the JSON files already there.
 run() {
 	local tier=$1 name=$2
 	shift 2
+	if [ "${RENDER:-0}" = 1 ]; then return; fi
 	local tierArgs=(--tier "$tier")
 	if [ "$tier" = ssd ]; then tierArgs+=(--mem-budget "$quarter"); fi
 	drop
-	local cpu
-	cpu=$( { /usr/bin/time -f '%U %S' "$sluice" bench -m "$target" "${tierArgs[@]}" --threads 2 \
-		--prompt-tokens "$prompt" --gen-tokens "$gen" --runs 1 --json "$@" >"$dir/$name.json" 2>"$dir/$name.err"; } 2>&1 | tail -1)
-	echo "$cpu" >"$dir/$name.cpu"
+	/usr/bin/time -o "$dir/$name.cpu" -f '%U %S' "$sluice" bench -m "$target" "${tierArgs[@]}" --threads 2 \
+		--prompt-tokens "$prompt" --gen-tokens "$gen" --runs 1 --json "$@" >"$dir/$name.json" 2>"$dir/$name.err" || true
 	if [ ! -s "$dir/$name.json" ]; then
 		echo "$name failed:" >&2
 		cat "$dir/$name.err" >&2
 		exit 1
 	fi
 }
+
+cpu() { awk '{printf "%.1f", $1+$2}' "$dir/$1.cpu"; }
 
 table() {
 	local tier=$1
@@ -97,17 +101,17 @@ table() {
 	local plain plainMD5
 	plain=$(jq -r .decode_tok_s "$dir/$tier-plain.json")
 	plainMD5=$(jq -r .text_md5 "$dir/$tier-plain.json")
-	printf '| %-14s | %8s | %6s | %8s | %10s | %-28s | %-24s | %9s | %s |\n' run "tok/s" "×plain" "tok/pass" "1-row pass" "largest pass (rows: mean s)" "budgets (rounds)" "cpu u+s" "text = plain"
-	printf '| %-14s | %8.3f | %6.2f | %8s | %10s | %-28s | %-24s | %9s | %s |\n' plain "$plain" 1 1 \
-		"$(awk -v t="$plain" 'BEGIN{printf "%.3fs", 1/t}')" - - "$(awk '{printf "%.1f", $1+$2}' "$dir/$tier-plain.cpu")" "$plainMD5"
+	echo "| run | tok/s | × plain | tokens / target pass | target pass wall time by rows (mean s) | rounds by budget (last) | cpu u+s | text = plain |"
+	echo "| --- | ---: | ---: | ---: | --- | --- | ---: | --- |"
+	echo "| plain | $(printf %.3f "$plain") | 1.00 | 1 | 1: $(awk -v t="$plain" 'BEGIN{printf "%.3f", 1/t}') (1/tok/s) | - | $(cpu "$tier-plain") | $plainMD5 |"
 	for b in $budgets auto; do
 		local n=$tier-specexec-$b
 		run "$tier" "$n" --draft "$draft" --spec specexec --budget "$b" --max-depth "$depth"
-		jq -r --arg name "specexec $b" --argjson plain "$plain" --arg md5 "$plainMD5" --arg cpu "$(awk '{printf "%.1f", $1+$2}' "$dir/$n.cpu")" '
-			(.spec.target_pass_seconds // {} | to_entries | map({r: (.key|tonumber), m: .value.mean}) | sort_by(.r)) as $p |
-			(if ($p|length) > 0 then "\($p[-1].r): \($p[-1].m*1000|round/1000)s" else "-" end) as $big |
+		jq -r --arg name "specexec $b" --argjson plain "$plain" --arg md5 "$plainMD5" --arg cpu "$(cpu "$n")" '
+			(.spec.target_pass_seconds // {} | to_entries | map({r: (.key|tonumber), m: .value.mean, n: .value.n}) | sort_by(.r)
+				| map("\(.r): \(.m*1000|round/1000) (\(.n))") | join(", ")) as $passes |
 			(.spec.budgets // {} | to_entries | map({b: (.key|tonumber), n: .value}) | sort_by(.b) | map("\(.b):\(.n)") | join(" ")) as $bud |
-			"| \($name) | \(.decode_tok_s*1000|round/1000) | \(.decode_tok_s/$plain*100|round/100) | \(.spec.tokens_per_target_pass*100|round/100) | - | \($big) | \($bud) (last \(.spec.last_budget)) | \($cpu) | \(if .text_md5 == $md5 then "yes" else "NO: \(.text_md5)" end) |"' "$dir/$n.json"
+			"| \($name) | \(.decode_tok_s*1000|round/1000) | \(.decode_tok_s/$plain*100|round/100) | \(.spec.tokens_per_target_pass*100|round/100) | \($passes) | \($bud) (\(.spec.last_budget)) | \($cpu) | \(if .text_md5 == $md5 then "yes" else "NO: \(.text_md5)" end) |"' "$dir/$n.json"
 	done
 }
 
