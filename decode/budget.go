@@ -27,9 +27,11 @@ import (
 // Every few rounds it picks the candidate budget (powers of two up to the
 // maximum the engine was sized for) that maximises
 // (accepted(B) + 1) / (draft(B) + target(1 + B)) per drafted sequence. The
-// first rounds probe small, middle and maximal budgets so every curve has
-// points across the range; past the largest budget grown, p_k is taken as
-// the last one seen (an optimistic guess that a larger tree then tests).
+// first two rounds probe budgets 8 and 32, so the cost lines have two sizes;
+// past the largest budget grown, p_k is taken as the last one seen, an
+// optimistic guess: when rows are cheap the chooser tries a larger tree and
+// learns its real curve, when they are dear it never pays for the probe (a
+// 129-row pass over compute-bound weights costs many small ones).
 // The budget never changes the text (SpecExec's output is plain decoding's
 // for any tree), only the speed.
 type budgetChooser struct {
@@ -58,7 +60,10 @@ func newBudgetChooser(max int) *budgetChooser {
 		c.cands = append(c.cands, b)
 	}
 	c.cands = append(c.cands, max)
-	c.warm = []int{min(8, max), max, min(32, max)}
+	c.warm = []int{min(8, max)}
+	if max > 8 {
+		c.warm = append(c.warm, min(32, max))
+	}
 	c.target.cap, c.draft.cap = 48, 48
 	c.cur = c.warm[0]
 	return c
