@@ -137,6 +137,8 @@ fuzz:
 	$(call fuzz1,FuzzParseGBNF,grammar)
 	$(call fuzz1,FuzzFromJSONSchema,grammar)
 	$(call fuzz1,FuzzMatcher,grammar,$(FUZZX_SLOW))
+	$(call fuzz1,FuzzParseShape,model/synth)
+	$(call fuzz1,FuzzParseTreeBudget,pipelines)
 
 fuzz-check:
 	@missing=$$(grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \

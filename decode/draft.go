@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -52,10 +53,15 @@ var ErrVocab = errors.New("decode: the draft's vocabulary differs from the targe
 
 // SpecOptions configure speculative decoding.
 type SpecOptions struct {
-	Mode     string
-	Tree     spec.TreeOptions   // SpecExec
-	DraftMax int                // Chain and Lookup: γ
-	Lookup   spec.LookupOptions // Lookup (NumDraft is DraftMax)
+	Mode string
+	Tree spec.TreeOptions // SpecExec
+	// AutoBudget (SpecExec) picks each round's tree budget, up to
+	// Tree.Budget, for the most tokens per second (budget.go); Tree.Budget
+	// still sizes the engine (Needs), so it is the largest budget the
+	// chooser may pick.
+	AutoBudget bool
+	DraftMax   int                // Chain and Lookup: γ
+	Lookup     spec.LookupOptions // Lookup (NumDraft is DraftMax)
 	// MaxSeqs, Context and PageTokens size the draft's KV cache like the
 	// target's (sched.Options).
 	MaxSeqs, Context, PageTokens int
@@ -167,6 +173,29 @@ type SpecStats struct {
 	Prefix       kvcache.PrefixStats
 	DraftTime    time.Duration
 	AcceptedRows int64 // draft rows kept
+	// Budgets counts SpecExec rounds by tree budget (one key without
+	// AutoBudget); Budget is the last round's.
+	Budgets map[int]int64
+	Budget  int
+	// Passes times the target passes by their row count: the wall time
+	// from the end of the draft's growth to the first verification (the
+	// target's forward pass and the stages around it).
+	Passes map[int]PassTime
+}
+
+// PassTime is the number and the total wall time of target passes of one
+// row count.
+type PassTime struct {
+	N     int64
+	Total time.Duration
+}
+
+// Mean is the mean time of one pass.
+func (p PassTime) Mean() time.Duration {
+	if p.N == 0 {
+		return 0
+	}
+	return p.Total / time.Duration(p.N)
 }
 
 // TokensPerPass is the mean tokens one target pass emitted per session.
@@ -211,6 +240,16 @@ type Speculative struct {
 
 	mu    sync.Mutex
 	stats SpecStats
+	auto  *budgetChooser // AutoBudget; under mu
+	// marks holds each step's target pass start (the end of Expand) and
+	// rows until its first Settle; under mu.
+	marks map[*sched.Step]passMark
+	probs []float64
+}
+
+type passMark struct {
+	at   time.Time
+	rows int
 }
 
 // seqState is one session's draft.
@@ -232,7 +271,11 @@ type seqState struct {
 	// fedNodes counts this round's tree nodes fed to the draft (each holds
 	// a draft slot, even once the budget pushes it out).
 	fedNodes int
-	chainBuf []int32
+	// budget is this round's tree budget; predicted the tree's expected
+	// accepted length (AutoBudget).
+	budget    int
+	predicted float64
+	chainBuf  []int32
 }
 
 // slotOf is tree node id's draft slot, -1 when the draft has not seen it.
@@ -262,10 +305,14 @@ func NewSpeculative(draft *model.Loaded, target *kvcache.Cache, o SpecOptions) (
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Speculative{o: o, cache: target, seqs: map[*session.Session]*seqState{}}
+	d := &Speculative{o: o, cache: target, seqs: map[*session.Session]*seqState{}, marks: map[*sched.Step]passMark{}}
+	d.stats.Budgets, d.stats.Passes = map[int]int64{}, map[int]PassTime{}
 	switch o.Mode {
 	case SpecExec:
 		d.mode = treeMode{}
+		if o.AutoBudget {
+			d.auto = newBudgetChooser(o.Tree.Budget)
+		}
 	case Chain:
 		d.mode = chainMode{}
 	case Lookup:
@@ -330,6 +377,7 @@ func (d *Speculative) Close() error {
 func (d *Speculative) Stats() SpecStats {
 	d.mu.Lock()
 	st := d.stats
+	st.Budgets, st.Passes = maps.Clone(st.Budgets), maps.Clone(st.Passes)
 	d.mu.Unlock()
 	if d.kv != nil {
 		ks := d.kv.Stats()
@@ -422,6 +470,7 @@ func (d *Speculative) Expand(ctx context.Context, st *sched.Step, spans []int) e
 	d.forget()
 	idx := d.drafts(st, spans)
 	if len(idx) == 0 {
+		d.mark(st)
 		return nil
 	}
 	t0 := time.Now()
@@ -431,11 +480,66 @@ func (d *Speculative) Expand(ctx context.Context, st *sched.Step, spans []int) e
 		}
 		return fmt.Errorf("speculative decoding: draft: %w", err)
 	}
+	took := time.Since(t0)
 	d.mu.Lock()
-	d.stats.DraftTime += time.Since(t0)
+	d.stats.DraftTime += took
+	if d.o.Mode == SpecExec {
+		nodes := 0
+		for _, i := range idx {
+			s := d.seqs[st.Spans[i].S]
+			nodes += s.budget
+			if d.auto != nil {
+				d.probs = s.tree.Probs(d.probs[:0])
+				s.predicted = d.auto.tree(d.probs, s.budget)
+			}
+		}
+		if d.auto != nil {
+			d.auto.drafted(nodes, took)
+		}
+	}
 	d.mu.Unlock()
 	d.rewrite(st, idx)
+	d.mark(st)
 	return nil
+}
+
+// treeBudget is the budget of this round's trees, for n drafted sequences.
+func (d *Speculative) treeBudget(n int) int {
+	if d.auto == nil {
+		return d.o.Tree.Budget
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.auto.budget(n)
+}
+
+// mark notes the start of st's target pass (its batch is final).
+func (d *Speculative) mark(st *sched.Step) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.marks) > 64 { // steps that never settled (errors)
+		clear(d.marks)
+	}
+	d.marks[st] = passMark{time.Now(), st.State.Batch.Len()}
+}
+
+// passDone records st's target pass at its first Settle.
+func (d *Speculative) passDone(st *sched.Step) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.marks[st]
+	if !ok {
+		return
+	}
+	delete(d.marks, st)
+	took := time.Since(m.at)
+	pt := d.stats.Passes[m.rows]
+	pt.N++
+	pt.Total += took
+	d.stats.Passes[m.rows] = pt
+	if d.auto != nil {
+		d.auto.pass(m.rows, took)
+	}
 }
 
 // catchUp adds, for each drafted session, the tokens the draft has not seen
@@ -529,6 +633,7 @@ func (d *Speculative) rewrite(st *sched.Step, idx []int) {
 // kept rows to the KV cache and hands the session the accepted tokens, each
 // under its stop rules. A span without a draft this step settles plainly.
 func (d *Speculative) Settle(_ context.Context, st *sched.Step, i int) error {
+	d.passDone(st)
 	sp := &st.Spans[i]
 	q := sp.S
 	s := d.seqs[q]

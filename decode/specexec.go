@@ -53,10 +53,15 @@ func (treeMode) grow(ctx context.Context, d *Speculative, st *sched.Step, idx []
 	probs := make([]float32, len(idx)*vocab)
 	var dists []sample.Dist
 	var hist []int32
+	budget := d.treeBudget(len(idx))
 	for k, i := range idx {
 		q := st.Spans[i].S
 		s := d.state(q)
 		s.tree.Reset(q.Tokens[q.Cached])
+		if err := s.tree.SetBudget(budget); err != nil {
+			return err
+		}
+		s.budget = budget
 		s.slot = append(s.slot[:0], int32(q.Cached)) // the root
 		s.fedNodes = 0
 		s.open = false
@@ -284,6 +289,13 @@ func (treeMode) verify(d *Speculative, sp *sched.Span, s *seqState, logits func(
 			}
 		}
 	}
+	d.mu.Lock()
+	d.stats.Budgets[s.budget]++
+	d.stats.Budget = s.budget
+	if d.auto != nil {
+		d.auto.acceptedLen(len(path), s.predicted)
+	}
+	d.mu.Unlock()
 	d.count(q.Keeps(emitted), len(path))
 	return keep, emitted, nil
 }

@@ -11,21 +11,23 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/pipelines"
 	"github.com/sluicehq/sluice/sample"
 )
 
-// Same seed, same text: SpecExec at budgets 8, 64 and 512 gives text
+// Same seed, same text: SpecExec at budgets 8, 64, 512 and auto gives text
 // byte-identical to plain decoding, greedy and for 20 seeds at temperature 0.8
 // with top-p 0.95, at 1 and 2 threads; chain and lookup are identical under
 // greedy. Every (prompt, seed) is one request, so one engine per setting runs
 // them all in its continuous batch.
 func TestSpecExecSameText(t *testing.T) {
 	prompts := []string{"", "Lily and Tom"}
-	nSeeds, budgets := 20, []int{8, 64, 512}
+	auto := int(pipelines.AutoBudget)
+	nSeeds, budgets := 20, []int{8, 64, 512, auto}
 	// The whole grid in the default build; the generic (purego) and archsimd
 	// builds, and -short, check a corner of it.
 	if impl := kernels.Impl(); testing.Short() || impl == "generic" || strings.Contains(impl, "archsimd") {
-		nSeeds, budgets = 3, []int{8, 64}
+		nSeeds, budgets = 3, []int{8, 64, auto}
 	}
 	type job struct {
 		prompt   string
@@ -70,8 +72,17 @@ func TestSpecExecSameText(t *testing.T) {
 					t.Fatalf("threads=%d budget=%d prompt %q sampling %+v:\nspecexec %q\n   plain %q", threads, budget, j.prompt, j.sampling, got[i].Text, want[i].Text)
 				}
 			}
-			if st := e.SpecStats(); st.Rounds == 0 || st.TokensPerPass() <= 1 {
+			st := e.SpecStats()
+			if st.Rounds == 0 || st.TokensPerPass() <= 1 {
 				t.Fatalf("threads=%d budget=%d: %d rounds, %.2f tokens per target pass: the draft did nothing", threads, budget, st.Rounds, st.TokensPerPass())
+			}
+			// auto probes several budgets before it chooses; a fixed budget
+			// is the only one used.
+			if budget == auto && len(st.Budgets) < 2 || budget != auto && (len(st.Budgets) != 1 || st.Budgets[budget] != st.Rounds) {
+				t.Fatalf("threads=%d budget=%d: rounds by budget %v", threads, budget, st.Budgets)
+			}
+			if budget == auto {
+				t.Logf("threads=%d auto: rounds by budget %v, last %d", threads, st.Budgets, st.Budget)
 			}
 			e.Close()
 		}

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/grammar"
@@ -247,8 +248,16 @@ type DraftTreeParams struct {
 	// tokens from an n-gram match over the prompt and output; no draft
 	// model). Default "specexec".
 	Mode string `toml:"mode"`
-	// Budget is the most tree nodes per sequence per step (SpecExec). ≥ 1, default 64.
-	Budget int `toml:"budget"`
+	// Budget is the most tree nodes per sequence per step (SpecExec). ≥ 1,
+	// default 64; "auto" picks it each few steps for the most tokens per
+	// second on this machine and tier, from the target pass's measured
+	// cost per row count and the draft's acceptance (decode's budget
+	// chooser), up to MaxBudget.
+	Budget TreeBudget `toml:"budget"`
+	// MaxBudget is the largest budget "auto" may pick; the engine's batch
+	// and KV headroom are sized for it. ≥ 1, default 128. Unused with a
+	// fixed budget.
+	MaxBudget int `toml:"max_budget"`
 	// MaxDepth is the deepest tree node (SpecExec). ≥ 1, default 8.
 	MaxDepth int `toml:"max_depth"`
 	// Branch is the most children of one node (SpecExec). ≥ 1, default 8.
@@ -270,7 +279,7 @@ type DraftTreeParams struct {
 
 // DefaultDraftTreeParams returns the draft_tree defaults.
 func DefaultDraftTreeParams() *DraftTreeParams {
-	return &DraftTreeParams{Mode: "specexec", Budget: 64, MaxDepth: 8, Branch: 8, MaxBeams: 16, Decay: 1, DraftMax: 5, NgramMax: 3, NgramMin: 1}
+	return &DraftTreeParams{Mode: "specexec", Budget: 64, MaxBudget: 128, MaxDepth: 8, Branch: 8, MaxBeams: 16, Decay: 1, DraftMax: 5, NgramMax: 3, NgramMin: 1}
 }
 
 // Validate checks the ranges documented on the fields.
@@ -289,8 +298,12 @@ func (p *DraftTreeParams) Validate() error {
 	if p.NgramMin > p.NgramMax {
 		ngram = &ParamError{Key: "ngram_min", Msg: fmt.Sprintf("%d is greater than ngram_max = %d", p.NgramMin, p.NgramMax)}
 	}
+	var budget error
+	if p.Budget != AutoBudget {
+		budget = atLeast("budget", int(p.Budget), 1)
+	}
 	return firstErr(mode,
-		atLeast("budget", p.Budget, 1), atLeast("max_depth", p.MaxDepth, 1),
+		budget, atLeast("max_budget", p.MaxBudget, 1), atLeast("max_depth", p.MaxDepth, 1),
 		atLeast("branch", p.Branch, 1), atLeast("max_beams", p.MaxBeams, 1),
 		decay, atLeast("max_passes", p.MaxPasses, 0), atLeast("draft_max", p.DraftMax, 1),
 		atLeast("ngram_max", p.NgramMax, 1), atLeast("ngram_min", p.NgramMin, 1), ngram)
@@ -298,10 +311,60 @@ func (p *DraftTreeParams) Validate() error {
 
 // Options converts the params to the strategy's.
 func (p *DraftTreeParams) Options() decode.SpecOptions {
-	return decode.SpecOptions{
-		Mode:     p.Mode,
-		Tree:     spec.TreeOptions{Budget: p.Budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay, MaxPasses: p.MaxPasses},
-		DraftMax: p.DraftMax,
-		Lookup:   spec.LookupOptions{MaxNgram: p.NgramMax, MinNgram: p.NgramMin},
+	budget := int(p.Budget)
+	if p.Budget == AutoBudget {
+		budget = p.MaxBudget
 	}
+	return decode.SpecOptions{
+		Mode:       p.Mode,
+		AutoBudget: p.Budget == AutoBudget,
+		Tree:       spec.TreeOptions{Budget: budget, MaxDepth: p.MaxDepth, Branch: p.Branch, MaxBeams: p.MaxBeams, Decay: p.Decay, MaxPasses: p.MaxPasses},
+		DraftMax:   p.DraftMax,
+		Lookup:     spec.LookupOptions{MaxNgram: p.NgramMax, MinNgram: p.NgramMin},
+	}
+}
+
+// TreeBudget is draft_tree's budget: a node count, or AutoBudget.
+type TreeBudget int
+
+// AutoBudget is budget = "auto": the engine picks the budget as it runs.
+const AutoBudget TreeBudget = -1
+
+// UnmarshalTOML takes an integer or "auto"; the range is Validate's.
+func (b *TreeBudget) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		if x < math.MinInt32 || x > math.MaxInt32 {
+			return fmt.Errorf("budget %d is out of range", x)
+		}
+		*b = TreeBudget(x)
+		return nil
+	case string:
+		if x == "auto" {
+			*b = AutoBudget
+			return nil
+		}
+		return fmt.Errorf("budget %q: want an integer or \"auto\"", x)
+	}
+	return fmt.Errorf("budget: got %T, want an integer or \"auto\"", v)
+}
+
+// ParseTreeBudget reads a budget as the command line writes it: "auto" or
+// an integer (its range is Validate's).
+func ParseTreeBudget(s string) (TreeBudget, error) {
+	if s == "auto" {
+		return AutoBudget, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("budget %q: want \"auto\" or an integer", s)
+	}
+	return TreeBudget(n), nil
+}
+
+func (b TreeBudget) String() string {
+	if b == AutoBudget {
+		return "auto"
+	}
+	return strconv.Itoa(int(b))
 }

@@ -866,3 +866,60 @@ func TestMemBudget(t *testing.T) {
 		}
 	}
 }
+
+// draft_tree's budget is an integer or "auto"; auto sizes the engine's rows
+// for max_budget and prints as auto; anything else is an error naming the
+// key's line.
+func TestTreeBudgetAuto(t *testing.T) {
+	src, err := os.ReadFile("specexec.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(v string) string {
+		return strings.Replace(string(src), "budget    = 64", "budget    = "+v, 1)
+	}
+	p, err := Parse([]byte(set(`"auto"`+"\n  max_budget = 96")), "s.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := p.StageOfKind(KindDraftTree)
+	dp := s.Params.(*DraftTreeParams)
+	o := dp.Options()
+	if dp.Budget != AutoBudget || !o.AutoBudget || o.Tree.Budget != 96 || o.Needs().Rows != 96 {
+		t.Errorf("budget %v: options %+v, needs %d rows; want auto up to 96", dp.Budget, o, o.Needs().Rows)
+	}
+	var sb strings.Builder
+	p.Describe(&sb)
+	if d := sb.String(); !strings.Contains(d, "budget=auto max_budget=96") {
+		t.Errorf("describe does not show budget=auto max_budget=96:\n%s", d)
+	}
+	p, err = Parse([]byte(set("24")), "s.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = p.StageOfKind(KindDraftTree)
+	if o := s.Params.(*DraftTreeParams).Options(); o.AutoBudget || o.Tree.Budget != 24 {
+		t.Errorf("budget 24: %+v", o)
+	}
+	for v, want := range map[string]string{`"fast"`: `budget "fast": want an integer or "auto"`, "0": "budget: 0 is less than 1", "1.5": "budget: got float64"} {
+		if _, err := Parse([]byte(set(v)), "s.toml"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "s.toml:") {
+			t.Errorf("budget = %s: err %v, want one naming the line and saying %q", v, err, want)
+		}
+	}
+}
+
+// ParseTreeBudget never panics; what it accepts prints back to itself.
+func FuzzParseTreeBudget(f *testing.F) {
+	for _, s := range []string{"auto", "64", "0", "-1", "x", "99999999999", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseTreeBudget(s)
+		if err != nil {
+			return
+		}
+		if again, err := ParseTreeBudget(b.String()); err != nil || again != b {
+			t.Fatalf("%q: %v prints as %q, which parses as %v, %v", s, b, b.String(), again, err)
+		}
+	})
+}

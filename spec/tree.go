@@ -169,7 +169,22 @@ func (t *Tree) Reset(root int32) {
 	t.pending = t.pending[:0]
 }
 
-// Options returns the options t was built with.
+// SetBudget changes the budget of the tree Reset just started (before its
+// first Expand), so an engine can size each tree to what a target pass
+// costs (decode's --budget auto) without rebuilding the tree's buffers.
+func (t *Tree) SetBudget(b int) error {
+	if t.passes > 0 || len(t.nodes) > 1 {
+		return fmt.Errorf("%w: SetBudget after the tree started growing", ErrState)
+	}
+	if b < 1 {
+		return fmt.Errorf("%w: Budget = %d, want >= 1", ErrOptions, b)
+	}
+	t.o.Budget = b
+	return nil
+}
+
+// Options returns the options t was built with (with the last SetBudget's
+// budget).
 func (t *Tree) Options() TreeOptions { return t.o }
 
 // Node returns a copy of node id, for the engine to read its token, parent,
@@ -179,6 +194,23 @@ func (t *Tree) Node(id int32) Node { return t.nodes[id] }
 // Ids is the number of node ids given out so far, the root's and dropped
 // nodes' included: the next node added gets id Ids().
 func (t *Tree) Ids() int { return len(t.nodes) }
+
+// Probs appends to dst the draft probability of reaching each live node
+// from the root (the product of its path's draft probabilities, without
+// Decay), best first. When the draft is the target, the k-th is the chance
+// that the k-th node is accepted, so the sum of the first k is the expected
+// accepted length of a tree of budget k grown the same way (decode's budget
+// chooser reads the acceptance curve from it).
+func (t *Tree) Probs(dst []float64) []float64 {
+	start := len(dst)
+	for i := 1; i < len(t.nodes); i++ {
+		if n := &t.nodes[i]; n.Live {
+			dst = append(dst, math.Exp(n.LogP-float64(n.Depth)*t.logDecay))
+		}
+	}
+	slices.SortFunc(dst[start:], func(a, b float64) int { return cmp.Compare(b, a) })
+	return dst
+}
 
 // Len is the number of live draft nodes (the root excluded), at most Budget.
 func (t *Tree) Len() int { return t.live }

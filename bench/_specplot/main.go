@@ -76,7 +76,7 @@ func run(m, tok, draft, mode string, budget, depth, n int) float64 {
 	p.Scheduler().MaxInFlight, p.Scheduler().MaxNewTokens = len(prompts), n
 	for i := range p.Stages {
 		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok {
-			dp.Budget, dp.DraftMax, dp.MaxDepth, dp.MaxBeams = budget, budget, depth, min(budget, 64)
+			dp.Budget, dp.DraftMax, dp.MaxDepth, dp.MaxBeams = pipelines.TreeBudget(budget), budget, depth, min(budget, 64)
 			dp.Branch = 8
 		}
 	}

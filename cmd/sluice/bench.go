@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/decode"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/model"
@@ -199,6 +201,72 @@ type specReport struct {
 	MaxAccepted         int     `json:"max_accepted_depth"`
 	DraftSeconds        float64 `json:"draft_seconds"`
 	TotalSeconds        float64 `json:"total_seconds"` // wall time of the runs, draft included
+	// Budget is the draft_tree budget asked for ("auto" or a number);
+	// Budgets counts the target passes (rounds) at each tree budget used,
+	// LastBudget is the last one (with auto: where the chooser settled).
+	Budget     string           `json:"budget,omitempty"`
+	Budgets    map[string]int64 `json:"budgets,omitempty"`
+	LastBudget int              `json:"last_budget,omitempty"`
+	// TargetPasses by row count: how many, and their mean wall time.
+	PassSeconds map[string]passReport `json:"target_pass_seconds,omitempty"`
+}
+
+type passReport struct {
+	N     int64   `json:"n"`
+	Mean  float64 `json:"mean"`
+	Total float64 `json:"total"`
+}
+
+// add accumulates the budget and pass-time statistics of one engine.
+func (r *specReport) add(ss decode.SpecStats) {
+	for b, n := range ss.Budgets {
+		if r.Budgets == nil {
+			r.Budgets = map[string]int64{}
+		}
+		r.Budgets[strconv.Itoa(b)] += n
+	}
+	if ss.Budget > 0 {
+		r.LastBudget = ss.Budget
+	}
+	for rows, pt := range ss.Passes {
+		if r.PassSeconds == nil {
+			r.PassSeconds = map[string]passReport{}
+		}
+		k := strconv.Itoa(rows)
+		p := r.PassSeconds[k]
+		p.N += pt.N
+		p.Total += pt.Total.Seconds()
+		p.Mean = p.Total / float64(p.N)
+		r.PassSeconds[k] = p
+	}
+}
+
+// budgetLine and passLine render Budgets and PassSeconds by ascending key.
+func (r *specReport) budgetLine() string {
+	var parts []string
+	for _, k := range sortedNumKeys(r.Budgets) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, r.Budgets[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *specReport) passLine() string {
+	var parts []string
+	for _, k := range sortedNumKeys(r.PassSeconds) {
+		p := r.PassSeconds[k]
+		parts = append(parts, fmt.Sprintf("%s rows %.3fs (%d)", k, p.Mean, p.N))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedNumKeys[V any](m map[string]V) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return x - y
+	})
+	return keys
 }
 
 func stats(xs []float64) benchStats {
@@ -376,7 +444,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	var spec *specReport
 	var specEmitted int64
 	if dp, ok := p.StageOfKind(pipelines.KindDraftTree); ok {
-		spec = &specReport{Mode: dp.Params.(*pipelines.DraftTreeParams).Mode}
+		dtp := dp.Params.(*pipelines.DraftTreeParams)
+		spec = &specReport{Mode: dtp.Mode}
+		if dtp.Mode == "specexec" {
+			spec.Budget = dtp.Budget.String()
+		}
 	}
 	busy := map[string]time.Duration{}
 	var total time.Duration
@@ -463,6 +535,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			spec.ForcedNodes += ss.ForcedNodes
 			spec.MaxAccepted = max(spec.MaxAccepted, ss.MaxDepth)
 			spec.DraftSeconds += ss.DraftTime.Seconds()
+			spec.add(ss)
 			specEmitted += ss.Emitted
 		}
 		if len(res) != len(prompts) {
@@ -669,6 +742,12 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			sp.Mode, sp.TokensPerPass, sp.TargetPasses, sp.DraftPasses, sp.DraftNodes, 100*sp.DraftSeconds/max(sp.TotalSeconds, 1e-9))
 		if sp.ForcedNodes > 0 || r.Grammar != nil {
 			fmt.Fprintf(tw, "spec forced\t%d draft nodes without a draft pass\t(%.3f draft passes per generated token)\n", sp.ForcedNodes, sp.DraftPassesPerToken)
+		}
+		if len(sp.Budgets) > 0 {
+			fmt.Fprintf(tw, "spec budget %s\trounds by tree budget: %s\t(last %d)\n", sp.Budget, sp.budgetLine(), sp.LastBudget)
+		}
+		if len(sp.PassSeconds) > 0 {
+			fmt.Fprintf(tw, "target passes\t%s\t(mean wall time by rows, count)\n", sp.passLine())
 		}
 	}
 	names := make([]string, 0, len(r.BusyShare))

@@ -215,7 +215,8 @@ func closeEngine(e *env, eng *sluice.Engine) error {
 	}
 	if st := eng.SpecStats(); st.Rounds > 0 {
 		e.log.Info().Int64("target_passes", st.Rounds).Float64("tokens_per_pass", st.TokensPerPass()).
-			Int64("draft_passes", st.DraftPasses).Dur("draft_time", st.DraftTime).Int("max_accepted", st.MaxDepth).Msg("speculative decoding")
+			Int64("draft_passes", st.DraftPasses).Dur("draft_time", st.DraftTime).Int("max_accepted", st.MaxDepth).
+			Interface("budgets", st.Budgets).Int("last_budget", st.Budget).Msg("speculative decoding")
 	}
 	return err
 }
@@ -463,8 +464,13 @@ func writeGenerateJSON(e *env, eng *sluice.Engine, r sluice.Result) error {
 	if st := eng.SpecStats(); st.Rounds > 0 {
 		j.Spec = &specReport{TargetPasses: st.Rounds, TokensPerPass: st.TokensPerPass(), DraftPasses: st.DraftPasses,
 			DraftNodes: st.DraftNodes, MaxAccepted: st.MaxDepth, DraftSeconds: st.DraftTime.Seconds()}
+		j.Spec.add(st)
 		if ds, ok := eng.Pipeline().StageOfKind(pipelines.KindDraftTree); ok {
-			j.Spec.Mode = ds.Params.(*pipelines.DraftTreeParams).Mode
+			dtp := ds.Params.(*pipelines.DraftTreeParams)
+			j.Spec.Mode = dtp.Mode
+			if dtp.Mode == "specexec" {
+				j.Spec.Budget = dtp.Budget.String()
+			}
 		}
 	}
 	enc := json.NewEncoder(e.stdout)

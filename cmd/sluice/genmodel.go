@@ -51,8 +51,9 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	threads := fs.Int("threads", 0, "goroutines generating weights (0: all cores); the output does not depend on it")
 	out := fs.String("o", "", "output GGUF file (required)")
 	widen := fs.Int("widen-ffn", 0, "instead of a random model: copy --from with its feed-forward width raised to `N` hidden units that compute exact zeros (same function, every byte read per token); the FFN matrices become f32")
-	from := fs.String("from", "", "with --widen-ffn: the model to widen, a llama GGUF or a llama2.c checkpoint (its vocabulary from --tokenizer)")
-	ctxLen := fs.Int("context", 0, "with --widen-ffn: replace llama.context_length (0: keep)")
+	widenTo := fs.String("widen-to", "", "instead of a random model: copy --from widened to a named shape (tinyllama) or dim=D,hidden=H,layers=L,heads=N,kv-heads=K,head-dim=E, computing the same function (zero residual dims, compensated norms, zero heads, FFN units and head dims, identity layers); every tensor f32")
+	from := fs.String("from", "", "with --widen-ffn or --widen-to: the model to widen, a llama GGUF or a llama2.c checkpoint (its vocabulary from --tokenizer)")
+	ctxLen := fs.Int("context", 0, "with --widen-ffn or --widen-to: replace llama.context_length (0: keep)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -63,15 +64,31 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	if *out == "" {
 		return fmt.Errorf("gen-model: -o FILE is required: %w", errUsage)
 	}
-	if *widen > 0 || *from != "" {
-		if *widen <= 0 || *from == "" {
-			return fmt.Errorf("gen-model: --widen-ffn N and --from MODEL go together: %w", errUsage)
+	if *widen > 0 || *widenTo != "" || *from != "" {
+		if (*widen <= 0) == (*widenTo == "") || *from == "" {
+			return fmt.Errorf("gen-model: --from MODEL goes with one of --widen-ffn N and --widen-to SHAPE: %w", errUsage)
 		}
 		tp := ""
 		if *tok != "auto" && *tok != "none" {
 			tp = *tok
 		}
-		return genWidened(ctx, e, *from, tp, *out, synth.WidenOptions{Hidden: *widen, Seed: *seed, Context: *ctxLen})
+		if *widenTo != "" {
+			shape, err := synth.ParseShape(*widenTo)
+			if err != nil {
+				return fmt.Errorf("gen-model: --widen-to: %w: %w", err, errUsage)
+			}
+			o := synth.WidenToOptions{Shape: shape, Context: *ctxLen}
+			return genWidened(ctx, e, *from, tp, *out, &o.Progress, func(r io.ReaderAt, f *gguf.File) (*gguf.Writer, string, error) {
+				w, err := synth.WidenTo(ctx, r, f, o)
+				return w, fmt.Sprintf("widened to %v (f32, same function)", shape), err
+			})
+		}
+		o := synth.WidenOptions{Hidden: *widen, Seed: *seed, Context: *ctxLen}
+		return genWidened(ctx, e, *from, tp, *out, &o.Progress, func(r io.ReaderAt, f *gguf.File) (*gguf.Writer, string, error) {
+			w, err := synth.WidenFFN(ctx, r, f, o)
+			h0, _ := f.Uint("llama.feed_forward_length")
+			return w, fmt.Sprintf("with its feed-forward width %d widened to %d (f32, new units compute zeros), seed %d", h0, o.Hidden, o.Seed), err
+		})
 	}
 	p, err := synth.LookupPreset(*presetName)
 	if err != nil {
@@ -150,9 +167,11 @@ func cmdGenModel(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// genWidened writes --from with its FFN widened (synth.WidenFFN). A
-// llama2.c checkpoint is converted to GGUF in memory first.
-func genWidened(ctx context.Context, e *env, from, tok, out string, o synth.WidenOptions) error {
+// genWidened writes --from widened by widen (synth.WidenFFN or
+// synth.WidenTo, whose Progress field is progress). A llama2.c checkpoint
+// is converted to GGUF in memory first.
+func genWidened(ctx context.Context, e *env, from, tok, out string, progress *func(done, total int64),
+	widen func(io.ReaderAt, *gguf.File) (*gguf.Writer, string, error)) error {
 	if same, err := modelfile.SameFile(from, out); err != nil || same {
 		if err == nil {
 			err = fmt.Errorf("gen-model: the output %s is the input itself: %w", out, errUsage)
@@ -193,7 +212,7 @@ func genWidened(ctx context.Context, e *env, from, tok, out string, o synth.Wide
 	}
 	var bar *progressbar.ProgressBar
 	if e.stderrTTY {
-		o.Progress = func(done, total int64) {
+		*progress = func(done, total int64) {
 			if bar == nil {
 				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(e.stderr), progressbar.OptionShowBytes(true),
 					progressbar.OptionSetDescription("writing "+out), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
@@ -202,7 +221,7 @@ func genWidened(ctx context.Context, e *env, from, tok, out string, o synth.Wide
 		}
 	}
 	start := time.Now()
-	w, err := synth.WidenFFN(ctx, r, f, o)
+	w, what, err := widen(r, f)
 	if err != nil {
 		return err
 	}
@@ -217,8 +236,6 @@ func genWidened(ctx context.Context, e *env, from, tok, out string, o synth.Wide
 	if err != nil {
 		return err
 	}
-	h0, _ := f.Uint("llama.feed_forward_length")
-	fmt.Fprintf(e.stdout, "wrote %s: %s with its feed-forward width %d widened to %d (f32, new units compute zeros), %d bytes, seed %d, %.2fs\n",
-		out, from, h0, o.Hidden, st.Size(), o.Seed, time.Since(start).Seconds())
+	fmt.Fprintf(e.stdout, "wrote %s: %s %s, %d bytes, %.2fs\n", out, from, what, st.Size(), time.Since(start).Seconds())
 	return nil
 }

@@ -93,7 +93,81 @@ func TestGenModelWiden(t *testing.T) {
 	if got != want {
 		t.Errorf("widened model generated %q, want %q", got, want)
 	}
-	for _, args := range [][]string{{"--widen-ffn", "700", "-o", out}, {"--from", bin, "-o", out}, {"--widen-ffn", "100", "--from", bin, "--tokenizer", tok, "-o", out}} {
+	wide := filepath.Join(t.TempDir(), "wider.gguf")
+	msg, stderr, err = cli(t, "", "gen-model", "--widen-to", "dim=128,hidden=256,layers=6,heads=16,kv-heads=4,head-dim=16", "--from", bin, "--tokenizer", tok, "-o", wide)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(msg, "widened to dim 128, hidden 256, 6 layers, 16 heads, 4 kv heads, head dim 16") {
+		t.Errorf("stdout %q", msg)
+	}
+	got, _, err = cli(t, "", "generate", "-m", wide, "--temp", "0", "-n", "64", "-p", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("model widened to a shape generated %q, want %q", got, want)
+	}
+	// Quantized to Q8_0 it still generates the same text, and what the
+	// widening made zero (the residual stream's new dims, the appended
+	// layer's output projections) is still exactly zero.
+	q8 := filepath.Join(t.TempDir(), "wider-q8_0.gguf")
+	if _, stderr, err := cli(t, "", "quantize", "-m", wide, "-o", q8, "--type", "q8_0"); err != nil {
+		t.Fatalf("quantize: %v\n%s", err, stderr)
+	}
+	got, _, err = cli(t, "", "generate", "-m", q8, "--temp", "0", "-n", "64", "-p", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("the Q8_0 widened model generated %q, want %q", got, want)
+	}
+	qf, err := gguf.Open(q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		zero func(r, c int) bool
+	}{
+		{"token_embd.weight", func(_, c int) bool { return c >= 64 }},
+		{"blk.0.attn_output.weight", func(r, _ int) bool { return r >= 64 }},
+		{"blk.2.ffn_down.weight", func(r, c int) bool { return r >= 64 || c >= 172 }},
+		{"blk.5.attn_output.weight", func(int, int) bool { return true }},
+		{"blk.5.ffn_down.weight", func(int, int) bool { return true }},
+	} {
+		ti, ok := qf.Tensor(c.name)
+		if !ok {
+			t.Fatalf("%s missing", c.name)
+		}
+		if ti.DType != tensor.Q8_0 {
+			t.Fatalf("%s is %v, want q8_0", c.name, ti.DType)
+		}
+		rows, cols := ti.Shape[0], ti.Shape[1]
+		rb, _ := ti.DType.RowBytes(cols)
+		x := make([]float32, cols)
+		nonzero := 0
+		for r := range rows {
+			tensor.DequantizeRow(x, raw[ti.Offset+int64(r)*rb:], ti.DType, cols)
+			for j, v := range x {
+				if c.zero(r, j) && v != 0 {
+					t.Fatalf("%s[%d,%d] = %v after q8_0, want 0", c.name, r, j, v)
+				}
+				if v != 0 {
+					nonzero++
+				}
+			}
+		}
+		if strings.HasPrefix(c.name, "blk.5") != (nonzero == 0) {
+			t.Errorf("%s: %d nonzero weights", c.name, nonzero)
+		}
+	}
+	for _, args := range [][]string{{"--widen-ffn", "700", "-o", out}, {"--from", bin, "-o", out}, {"--widen-ffn", "100", "--from", bin, "--tokenizer", tok, "-o", out},
+		{"--widen-ffn", "700", "--widen-to", "tinyllama", "--from", bin, "--tokenizer", tok, "-o", out}, {"--widen-to", "gpt5", "--from", bin, "--tokenizer", tok, "-o", out}} {
 		if _, _, err := cli(t, "", append([]string{"gen-model"}, args...)...); err == nil {
 			t.Errorf("gen-model %q: no error", args)
 		}

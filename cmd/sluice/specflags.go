@@ -14,13 +14,13 @@ import (
 // specFlags are the speculative-decoding and beam-search flags of generate,
 // run and bench.
 type specFlags struct {
-	fs                                        *flag.FlagSet
-	draft, draftTok, mode                     *string
-	draftMax, budget, depth, branch, maxBeams *int
-	maxPasses                                 *int
-	beams, numReturn                          *int
-	lengthPenalty                             *float64
-	earlyStopping                             *string
+	fs                                           *flag.FlagSet
+	draft, draftTok, mode, budget                *string
+	draftMax, maxBudget, depth, branch, maxBeams *int
+	maxPasses                                    *int
+	beams, numReturn                             *int
+	lengthPenalty                                *float64
+	earlyStopping                                *string
 }
 
 func addSpecFlags(fs *flag.FlagSet) *specFlags {
@@ -30,7 +30,8 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 		draftTok:      fs.String("draft-tokenizer", "", "llama2.c tokenizer.bin of a .bin draft (default: --tokenizer)"),
 		mode:          fs.String("spec", "", "speculative decoding: specexec (a draft tree; same text as plain decoding), chain (min(1,p/q)), lookup (n-gram, no draft model)"),
 		draftMax:      fs.Int("draft-max", 5, "chain and lookup: draft tokens per step"),
-		budget:        fs.Int("budget", 64, "specexec: tree nodes per sequence per step"),
+		budget:        fs.String("budget", "64", "specexec: tree nodes per sequence per step, or auto: picked as it runs for the most tokens/s (the target pass's measured cost per row and the draft's acceptance), up to --max-budget"),
+		maxBudget:     fs.Int("max-budget", 128, "specexec with --budget auto: the largest budget it may pick (the engine is sized for it)"),
 		depth:         fs.Int("max-depth", 8, "specexec: deepest tree node"),
 		branch:        fs.Int("branch", 8, "specexec: children per expanded node"),
 		maxBeams:      fs.Int("max-beams", 16, "specexec: nodes expanded per draft pass"),
@@ -105,15 +106,22 @@ func (f *specFlags) apply(p *pipelines.Pipeline) error {
 		p.Draft = &d
 	}
 	if *f.mode == "" {
-		for _, k := range []string{"budget", "max-depth", "branch", "max-beams", "max-passes", "draft-max"} {
+		for _, k := range []string{"budget", "max-budget", "max-depth", "branch", "max-beams", "max-passes", "draft-max"} {
 			if set[k] {
 				return fmt.Errorf("--%s needs --spec: %w", k, errUsage)
 			}
 		}
 		return nil
 	}
+	budget, err := pipelines.ParseTreeBudget(*f.budget)
+	if err != nil {
+		return fmt.Errorf("--budget: %w: %w", err, errUsage)
+	}
+	if set["max-budget"] && budget != pipelines.AutoBudget {
+		return fmt.Errorf("--max-budget goes with --budget auto: %w", errUsage)
+	}
 	dp := pipelines.DefaultDraftTreeParams()
-	dp.Mode, dp.DraftMax, dp.Budget, dp.MaxDepth, dp.Branch, dp.MaxBeams = *f.mode, *f.draftMax, *f.budget, *f.depth, *f.branch, *f.maxBeams
+	dp.Mode, dp.DraftMax, dp.Budget, dp.MaxBudget, dp.MaxDepth, dp.Branch, dp.MaxBeams = *f.mode, *f.draftMax, budget, *f.maxBudget, *f.depth, *f.branch, *f.maxBeams
 	if set["max-passes"] {
 		dp.MaxPasses = *f.maxPasses
 	}

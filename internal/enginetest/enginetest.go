@@ -88,7 +88,8 @@ func Plain(t testing.TB, l *model.Loaded, temp float64, seed uint64) *sluice.Eng
 }
 
 // Spec is stories260K with llama2xs-260k as the draft, under the specexec
-// or chain preset with the given sampler and tree budget (0: the preset's).
+// or chain preset with the given sampler and tree budget (0: the preset's;
+// pipelines.AutoBudget: auto).
 func Spec(t testing.TB, preset string, temp float64, seed uint64, budget, threads int) *sluice.Engine {
 	t.Helper()
 	return SpecEdit(t, preset, temp, seed, budget, threads, nil)
@@ -108,8 +109,8 @@ func SpecEdit(t testing.TB, preset string, temp float64, seed uint64, budget, th
 		p.Sampler().Temperature, p.Sampler().TopP, p.Sampler().Seed = temp, 0.95, &seed
 	}
 	for i := range p.Stages {
-		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok && budget > 0 {
-			dp.Budget = budget
+		if dp, ok := p.Stages[i].Params.(*pipelines.DraftTreeParams); ok && budget != 0 {
+			dp.Budget = pipelines.TreeBudget(budget)
 		}
 	}
 	p.Model.Threads = threads
