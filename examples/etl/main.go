@@ -68,7 +68,10 @@ func run(ctx context.Context, modelPath, tok string, n, inFlight int, in io.Read
 	for ; sc.Scan(); count++ {
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			// Callbacks of earlier lines write results as they finish.
+			mu.Lock()
 			results[count] = output{ID: fmt.Sprintf("line %d", count+1), Finish: sluice.FinishError, Error: err.Error()}
+			mu.Unlock()
 			continue
 		}
 		i := count
