@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/internal/testutil/synthfile"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/tokenizer"
@@ -22,7 +23,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and removes the synthetic models
+// the tests wrote.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		synthfile.RemoveAll()
+		os.Exit(code)
+	}))
+}
 
 var prompts = []string{"once upon a time", "the little dog", "Lily and Tom went to the park", "a"}
 

@@ -34,8 +34,9 @@ var (
 )
 
 // Path returns the file for o, writing it the first time. The files live in
-// one temporary directory per test binary (left for the OS to clean, as
-// t.TempDir cannot outlive the test that made it).
+// one temporary directory per test binary, which outlives any one test
+// (t.TempDir cannot), so a package that uses Path removes it from its
+// TestMain through Main or RemoveAll.
 func Path(t testing.TB, o Options) string {
 	t.Helper()
 	key := o
@@ -84,4 +85,25 @@ func Path(t testing.TB, o Options) string {
 	}
 	files[key] = path
 	return path
+}
+
+// Main runs the package's tests and then removes the files Path wrote, and
+// returns m.Run's exit code: `func TestMain(m *testing.M) { os.Exit(synthfile.Main(m)) }`.
+// Without it every test binary would leave its directory in the system's
+// temporary directory.
+func Main(m *testing.M) int {
+	code := m.Run()
+	RemoveAll()
+	return code
+}
+
+// RemoveAll deletes the directory of the files Path wrote, for a TestMain
+// that ends its tests some other way (goleak.VerifyTestMain's Cleanup).
+func RemoveAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+		dir, files = "", map[Options]string{}
+	}
 }
