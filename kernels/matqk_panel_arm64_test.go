@@ -1,0 +1,190 @@
+//go:build arm64 && !purego
+
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/tensor"
+)
+
+// TestQKPanelNEONVsRow: the SDOT panel tiles give every output the bits of
+// the SDOT row kernel (q4kDotDP and its kin) and of kqModel (a NaN any NaN,
+// as between the arm64 row kernels' own dot and tile), on quantized
+// N(0,1) rows, random bytes (NaN and ±Inf scales, every level pattern)
+// and the extremes (every level and scale at its largest, or 0, against
+// activations of ±127 and −128), with activations holding an Inf, a zero
+// and a subnormal block; through matQKNEON over row ranges that start and
+// end off the panel grid (rows after the last panel, inputs after the last
+// tile) with row blocks smaller than a panel, and through
+// kqScratchPanelsNEON directly, so a path that silently skipped the panels
+// would fail the "outputs written" check.
+func TestQKPanelNEONVsRow(t *testing.T) {
+	testutil.SkipRace(t, "the K-quant panels against the row kernels, bit for bit")
+	if !cpuDotProd {
+		t.Skip("SKIP neon-dotprod panels: CPU lacks SDOT")
+	}
+	defer func(v int) { kqnMinInputs = v }(kqnMinInputs)
+	kqnMinInputs = 1
+	defer func(v int) { rowBlockBytes = v }(rowBlockBytes)
+	r := rand.New(rand.NewPCG(23, 2))
+	tab := &quantScaleTable()[0]
+	dots := map[tensor.DType]*qkNEON{tensor.Q4_K: &q4kDP, tensor.Q5_K: &q5kDP, tensor.Q6_K: &q6kDP}
+	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
+		for _, nb := range []int{1, 3} {
+			for _, rows := range []int{16, 37} {
+				for _, n := range []int{4, 7, 9} {
+					for _, kind := range []string{"normal", "raw", "max", "zero"} {
+						cols := nb * tensor.QK_K
+						rb := nb * dt.BlockBytes()
+						w := panelTestWeights(t, r, dt, kind, rows, nb)
+						x := make([]float32, n*cols)
+						for i := range x {
+							x[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(5)-2)))
+						}
+						x[r.IntN(len(x))] = float32(math.Inf(-1))
+						clear(x[cols : cols+tensor.QK_K])
+						for i := range tensor.QK_K {
+							x[(n-1)*cols+i] = 1e-40 * float32(r.NormFloat64())
+						}
+						xb := nb * q8kBlk
+						xq := make([]byte, n*xb)
+						quantizeRowQ8K(xq, x)
+						if kind == "max" || kind == "zero" { // extreme activations in input 2
+							for b := range nb {
+								blk := xq[2*xb+b*q8kBlk : 2*xb+(b+1)*q8kBlk]
+								for i := range tensor.QK_K {
+									blk[4+i] = byte([]int8{-128, 127, -127}[(i/8+b)%3])
+								}
+								for s := range 16 {
+									var sum int16
+									for i := 16 * s; i < 16*s+16; i++ {
+										sum += int16(int8(blk[4+i]))
+									}
+									binary.LittleEndian.PutUint16(blk[260+2*s:], uint16(sum))
+								}
+							}
+						}
+						want := func(i, row int) float32 {
+							wr, xr := w[row*rb:(row+1)*rb], xq[i*xb:(i+1)*xb]
+							d := dots[dt].dot(&wr[0], &xr[0], nb, tab)
+							if m := kqModel(dt, wr, xr, nb); math.Float32bits(m) != math.Float32bits(d) && !(m != m && d != d) {
+								t.Fatalf("%v %s: output (%d, %d) row kernel %v, model %v", dt, kind, i, row, d, m)
+							}
+							return d
+						}
+						check := func(what string, dst []float32, nIn, lo, hi int) {
+							for i := range n {
+								for row := range rows {
+									got := dst[i*rows+row]
+									if i >= nIn || row < lo || row >= hi {
+										if got != 12345 {
+											t.Fatalf("%s: wrote output (%d, %d) outside its rows and inputs", what, i, row)
+										}
+										continue
+									}
+									if wv := want(i, row); math.Float32bits(got) != math.Float32bits(wv) && !(got != got && wv != wv) {
+										t.Fatalf("%s: output (%d, %d) = %v (%#x), row kernel %v (%#x)", what, i, row, got, math.Float32bits(got), wv, math.Float32bits(wv))
+									}
+								}
+							}
+						}
+						fresh := func() []float32 {
+							dst := make([]float32, n*rows)
+							for i := range dst {
+								dst[i] = 12345
+							}
+							return dst
+						}
+						for _, span := range [][2]int{{0, rows}, {3, rows - 1}} {
+							for _, blockBytes := range []int{256 << 10, 1} {
+								rowBlockBytes = blockBytes
+								what := fmt.Sprintf("%v %s nb=%d rows=%d n=%d rows [%d,%d) block=%d", dt, kind, nb, rows, n, span[0], span[1], blockBytes)
+								dst := fresh()
+								matQKNEON(dots[dt], dt, true, dst, w, xq, n, rows, cols, span[0], span[1])
+								check("matQKNEON "+what, dst, n, span[0], span[1])
+								dst = fresh()
+								n4 := n / kqnTile * kqnTile
+								full := kqScratchPanelsNEON(dt, dst, w, xq, n4, rows, span[0], span[1], nb, rb)
+								if wf := span[0] + (span[1]-span[0])/PanelRows*PanelRows; full != wf {
+									t.Fatalf("panels %s: returned %d, want %d", what, full, wf)
+								}
+								check("panels "+what, dst, n4, span[0], full)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// panelTestWeights is rows rows of nb dt super-blocks: quantized N(0,1)
+// values ("normal"), random bytes with Inf and NaN scales ("raw"), every byte 0xff but finite
+// scales (every level and 6-bit scale and min at its largest, Q6_K scales
+// ±127/−128: "max"), or every level 0 with those scales ("zero").
+func panelTestWeights(t *testing.T, r *rand.Rand, dt tensor.DType, kind string, rows, nb int) []byte {
+	t.Helper()
+	bb := dt.BlockBytes()
+	rb := nb * bb
+	w := make([]byte, rows*rb)
+	switch kind {
+	case "normal":
+		v := make([]float32, nb*tensor.QK_K)
+		for row := range rows {
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			if err := tensor.QuantizeRow(w[row*rb:(row+1)*rb], v, dt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w
+	case "raw":
+		for i := range w {
+			w[i] = byte(r.Uint32())
+		}
+		// ±Inf scales (quantScaleTable's NaN, which the panels must
+		// reproduce) and a signalling NaN one, in rows 1–3's first block.
+		dOff := 0
+		if dt == tensor.Q6_K {
+			dOff = 208
+		}
+		binary.LittleEndian.PutUint16(w[rb+dOff:], 0x7c00)
+		binary.LittleEndian.PutUint16(w[2*rb+dOff:], 0xfc00)
+		binary.LittleEndian.PutUint16(w[3*rb+dOff:], 0x7c01)
+		if dt != tensor.Q6_K {
+			binary.LittleEndian.PutUint16(w[4*rb+2:], 0xfc00) // dmin
+		}
+		return w
+	}
+	fill := byte(0xff)
+	if kind == "zero" {
+		fill = 0
+	}
+	for b := 0; b < rows*nb; b++ {
+		blk := w[b*bb : (b+1)*bb]
+		for i := range blk {
+			blk[i] = fill
+		}
+		switch dt {
+		case tensor.Q4_K, tensor.Q5_K:
+			for i := 4; i < 16; i++ {
+				blk[i] = 0xff
+			}
+			binary.LittleEndian.PutUint16(blk[0:], 0x3c00)
+			binary.LittleEndian.PutUint16(blk[2:], 0x3800)
+		case tensor.Q6_K:
+			for s := range 16 {
+				blk[192+s] = byte([]int8{-128, 127}[s%2])
+			}
+			binary.LittleEndian.PutUint16(blk[208:], 0x3c00)
+		}
+	}
+	return w
+}
