@@ -39,28 +39,40 @@ import (
 // f16 by FCVTL from panels whose ±Inf scales kqPanelizeNEON made the f16
 // NaN 0x7e00 (quantScaleTable's NaN once converted). So a panel tile's
 // output has the bits of q4kDotDP's (and of every set's, on both
-// architectures) for the same row and input: batch invariance holds across
+// architectures) for the same row and input, a NaN's payload aside as
+// between the row kernels' own dot and tile: batch invariance holds across
 // the switch between the two paths.
 //
-// Instructions per super-block, per row and input (counted from the
-// macros, 4 inputs × 8 rows a pass): Q4_K/Q5_K 1040 a half-panel pass
-// (64 SDOT, 8 MLA, 8 zeroings and 17 loads a sub-block; 96 for M, 75 for
-// the float steps and pointers), 32.5 a row and input, against 230 a row
-// and 4 inputs, 57.5, in q4kTileDP; Q6_K 966, 30.2, against 304, 76,
-// in q6kTileDP; laying the panels out adds about 2 Go operations a level
-// byte once per call, over all the batch's inputs. No speed is measured
-// here: the tests run under qemu, which times nothing. The SDOT-less
-// "neon" set keeps the row tiles (matqk_arm64.go): the by-element form
-// that keeps lanes as rows does not exist for bytes without SDOT.
+// No speed can be measured here: the arm64 tests run under qemu, which
+// times nothing. Instead, instructions per super-block counted from the
+// macros (a pass is 8 rows × 4 inputs, a row tile 1 row × 4 inputs):
+//
+//	                    panel pass   per row·input   row tile   per row·input
+//	Q4_K, Q5_K           969          30.3            231, 264   57.8, 66.0
+//	Q6_K                 976          30.5            305        76.3
+//
+// (a Q4_K/Q5_K sub-block is 64 SDOT, 8 MLA, 8 zeroings and 17 loads; M
+// 96, the float steps 78). Laying a panel out costs, per row and
+// super-block, once per call whatever the batch: the level transposition
+// (matqk_panelize_arm64.s) 71 (Q4_K), 125 (Q5_K), 154 (Q6_K)
+// instructions, and the Go scale unpacking shared with amd64 about 215
+// (Q4_K/Q5_K) and 280 (Q6_K) as compiled for arm64. So the panels should
+// pay from about 12 inputs (Q4_K: 316/(57.8 − 30.3) = 11.5), 10 (Q5_K)
+// and 10 (Q6_K), and run a large batch in about half the row tiles'
+// instructions: kqnMinInputs is 12. The SDOT-less "neon" set keeps the
+// row tiles: without a by-element byte product, a lane-per-row tile needs
+// a DUP of each input's 4 bytes per group beside the SMULL/SMLAL pairs
+// and a pairwise flush per sub-block, about 76 instructions a row and
+// input against the SMULL row tile's 74.
 
 // kqnTile is the inputs a panel tile takes.
 const kqnTile = 4
 
 // kqnMinInputs is the smallest batch that takes the panel tiles (a
-// variable so tests can send small batches through them). It is the tile:
-// the instruction counts above favour the panels at any whole tile, and
-// with no arm64 hardware measured there is no better-founded threshold.
-var kqnMinInputs = kqnTile
+// variable so tests can send small batches through them): the crossover
+// the instruction counts above give, to be replaced by a measured one on
+// arm64 hardware.
+var kqnMinInputs = 12
 
 // kqSMPanel4DP and kq6Panel4DP write dst[k·rows + 16p + j] = row 16p+j of
 // the np scratch panels at w (nb super-blocks each) · input k, for the 4
@@ -106,27 +118,31 @@ func kqScratchPanelsNEON(t tensor.DType, dst []float32, w, xq []byte, n, rows, l
 // super-blocks of t) as one panel in dst (nb·kqPanelBlk(t) bytes): the
 // scales by the shared unpacking (as int32), a ±Inf d or dmin made the
 // f16 NaN 0x7e00 (the assembly converts with FCVTL, which keeps Inf), and
-// the levels transposed here, 4 at a time in 32-bit words.
+// the levels transposed 4 rows at a time in assembly
+// (matqk_panelize_arm64.s).
 func kqPanelizeNEON(t tensor.DType, dst, src []byte, nb, rb int) {
 	pb := kqPanelBlk(t)
 	bb := t.BlockBytes()
-	_ = src[(PanelRows-1)*rb+nb*bb-1]
+	_ = src[(PanelRows-1)*rb+nb*bb-1] // every row's blocks, for the assembly
+	_ = dst[nb*pb-1]
 	le := binary.LittleEndian
 	for b := range nb {
 		d := dst[b*pb : (b+1)*pb]
 		for k := range PanelRows {
 			blk := src[k*rb+b*bb : k*rb+(b+1)*bb]
-			switch t {
-			case tensor.Q6_K:
+			if t == tensor.Q6_K {
 				panelizeQ6K((*[kqp6]byte)(d), (*[tensor.Q6_KBlockLen]byte)(blk), k, false)
-				levelsQ6Panel((*[4096]byte)(d[kqpLevels6:]), (*[tensor.Q6_KBlockLen]byte)(blk), k)
-			case tensor.Q5_K:
+			} else {
 				panelizeSMScales((*[kqpSM]byte)(d), (*[16]byte)(blk), k, false)
-				levelsQ5Panel((*[4096]byte)(d[kqpLevelsSM:]), (*[tensor.Q5_KBlockLen]byte)(blk), k)
-			default:
-				panelizeSMScales((*[kqpSM]byte)(d), (*[16]byte)(blk), k, false)
-				levelsQ4Panel((*[4096]byte)(d[kqpLevelsSM:]), (*[tensor.Q4_KBlockLen]byte)(blk), k)
 			}
+		}
+		switch t {
+		case tensor.Q4_K:
+			kqLevelsQ4NEON(&d[kqpLevelsSM], &src[b*bb], rb)
+		case tensor.Q5_K:
+			kqLevelsQ5NEON(&d[kqpLevelsSM], &src[b*bb], rb)
+		case tensor.Q6_K:
+			kqLevelsQ6NEON(&d[kqpLevels6], &src[b*bb], rb)
 		}
 		for o := 0; o < 64; o += 2 { // d and dmin (Q6_K: d and 32 unused bytes)
 			if h := le.Uint16(d[o:]); h&0x7fff == 0x7c00 {
@@ -136,62 +152,16 @@ func kqPanelizeNEON(t tensor.DType, dst, src []byte, nb, rb int) {
 	}
 }
 
-// levelsQ4Panel writes row k's 256 Q4_K levels into a panel super-block's
-// level groups lv (value v at 64·(v/4) + 4k + v%4): byte l of the
-// 32-byte chunk c holds level 64c+l in its low nibble and 64c+32+l in its
-// high one.
-func levelsQ4Panel(lv *[4096]byte, blk *[tensor.Q4_KBlockLen]byte, k int) {
-	le := binary.LittleEndian
-	qs := blk[16:]
-	for c := range 4 {
-		for m := range 8 {
-			u := le.Uint32(qs[32*c+4*m:])
-			le.PutUint32(lv[64*(16*c+m)+4*k:], u&0x0f0f0f0f)
-			le.PutUint32(lv[64*(16*c+8+m)+4*k:], u>>4&0x0f0f0f0f)
-		}
-	}
-}
+// kqLevelsQ4NEON, kqLevelsQ5NEON and kqLevelsQ6NEON write the 4096 level
+// bytes of a panel super-block at dst (value v of row k at 64·(v/4) + 4k
+// + v%4; Q6_K's minus 32, as signed bytes) from the 16 rows' blocks at src
+// + k·rb.
+//
+//go:noescape
+func kqLevelsQ4NEON(dst, src *byte, rb int)
 
-// levelsQ5Panel is levelsQ4Panel for Q5_K: the nibbles after 32 bytes of
-// high bits qh, bit 2c of qh[l] the fifth bit of level 64c+l and bit 2c+1
-// that of 64c+32+l.
-func levelsQ5Panel(lv *[4096]byte, blk *[tensor.Q5_KBlockLen]byte, k int) {
-	le := binary.LittleEndian
-	qh, qs := blk[16:48], blk[48:]
-	for m := range 8 {
-		h := le.Uint32(qh[4*m:])
-		for c := range 4 {
-			u := le.Uint32(qs[32*c+4*m:])
-			lo := u&0x0f0f0f0f | (h>>(2*c)&0x01010101)<<4
-			hi := u>>4&0x0f0f0f0f | (h>>(2*c+1)&0x01010101)<<4
-			le.PutUint32(lv[64*(16*c+m)+4*k:], lo)
-			le.PutUint32(lv[64*(16*c+8+m)+4*k:], hi)
-		}
-	}
-}
+//go:noescape
+func kqLevelsQ5NEON(dst, src *byte, rb int)
 
-// levelsQ6Panel writes row k's 256 Q6_K levels minus 32, as signed bytes,
-// into a panel super-block's level groups. In half n (128 values) with
-// ql = the 64 low-nibble bytes and qh = the 32 high-bit bytes of the
-// half, level 128n+32g+l is ql[l]&15 | (qh[l]&3)<<4 (g = 0), ql[l+32]&15 |
-// (qh[l]>>2&3)<<4 (1), ql[l]>>4 | (qh[l]>>4&3)<<4 (2), ql[l+32]>>4 |
-// (qh[l]>>6)<<4 (3).
-func levelsQ6Panel(lv *[4096]byte, blk *[tensor.Q6_KBlockLen]byte, k int) {
-	le := binary.LittleEndian
-	// minus32 maps 4 bytes 0…63 to their value − 32 mod 256: with bit 5
-	// set that clears it; clear, it is v + 224 = (v | 32) | 0xc0.
-	minus32 := func(v uint32) uint32 {
-		return v ^ 0x20202020 | (^v>>5&0x01010101)*0xc0
-	}
-	for n := range 2 {
-		ql, qh := blk[64*n:], blk[128+32*n:]
-		for m := range 8 {
-			a, b, h := le.Uint32(ql[4*m:]), le.Uint32(ql[32+4*m:]), le.Uint32(qh[4*m:])
-			g := 32*n + m
-			le.PutUint32(lv[64*g+4*k:], minus32(a&0x0f0f0f0f|(h&0x03030303)<<4))
-			le.PutUint32(lv[64*(g+8)+4*k:], minus32(b&0x0f0f0f0f|(h>>2&0x03030303)<<4))
-			le.PutUint32(lv[64*(g+16)+4*k:], minus32(a>>4&0x0f0f0f0f|(h>>4&0x03030303)<<4))
-			le.PutUint32(lv[64*(g+24)+4*k:], minus32(b>>4&0x0f0f0f0f|(h>>6&0x03030303)<<4))
-		}
-	}
-}
+//go:noescape
+func kqLevelsQ6NEON(dst, src *byte, rb int)

@@ -188,3 +188,106 @@ func panelTestWeights(t *testing.T, r *rand.Rand, dt tensor.DType, kind string, 
 	}
 	return w
 }
+
+// TestKQLevelsNEON: the assembly level transpositions write the bytes of
+// the Go model below (levelsQ4Panel and its kin, one row at a time) for
+// random blocks at a row stride larger than a block.
+func TestKQLevelsNEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
+		bb := dt.BlockBytes()
+		for trial := range 20 {
+			rb := bb * (1 + trial%3)
+			src := make([]byte, PanelRows*rb)
+			for i := range src {
+				src[i] = byte(r.Uint32())
+			}
+			got, want := make([]byte, 4096), make([]byte, 4096)
+			for k := range PanelRows {
+				blk := src[k*rb : k*rb+bb]
+				switch dt {
+				case tensor.Q4_K:
+					levelsQ4Panel((*[4096]byte)(want), (*[tensor.Q4_KBlockLen]byte)(blk), k)
+				case tensor.Q5_K:
+					levelsQ5Panel((*[4096]byte)(want), (*[tensor.Q5_KBlockLen]byte)(blk), k)
+				case tensor.Q6_K:
+					levelsQ6Panel((*[4096]byte)(want), (*[tensor.Q6_KBlockLen]byte)(blk), k)
+				}
+			}
+			switch dt {
+			case tensor.Q4_K:
+				kqLevelsQ4NEON(&got[0], &src[0], rb)
+			case tensor.Q5_K:
+				kqLevelsQ5NEON(&got[0], &src[0], rb)
+			case tensor.Q6_K:
+				kqLevelsQ6NEON(&got[0], &src[0], rb)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v trial %d: level byte %d (group %d, row %d, value %d) = %#x, want %#x",
+						dt, trial, i, i/64, i%64/4, 4*(i/64)+i%4, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// levelsQ4Panel writes row k's 256 Q4_K levels into a panel super-block's
+// level groups lv (value v at 64·(v/4) + 4k + v%4): byte l of the
+// 32-byte chunk c holds level 64c+l in its low nibble and 64c+32+l in its
+// high one.
+func levelsQ4Panel(lv *[4096]byte, blk *[tensor.Q4_KBlockLen]byte, k int) {
+	le := binary.LittleEndian
+	qs := blk[16:]
+	for c := range 4 {
+		for m := range 8 {
+			u := le.Uint32(qs[32*c+4*m:])
+			le.PutUint32(lv[64*(16*c+m)+4*k:], u&0x0f0f0f0f)
+			le.PutUint32(lv[64*(16*c+8+m)+4*k:], u>>4&0x0f0f0f0f)
+		}
+	}
+}
+
+// levelsQ5Panel is levelsQ4Panel for Q5_K: the nibbles after 32 bytes of
+// high bits qh, bit 2c of qh[l] the fifth bit of level 64c+l and bit 2c+1
+// that of 64c+32+l.
+func levelsQ5Panel(lv *[4096]byte, blk *[tensor.Q5_KBlockLen]byte, k int) {
+	le := binary.LittleEndian
+	qh, qs := blk[16:48], blk[48:]
+	for m := range 8 {
+		h := le.Uint32(qh[4*m:])
+		for c := range 4 {
+			u := le.Uint32(qs[32*c+4*m:])
+			lo := u&0x0f0f0f0f | (h>>(2*c)&0x01010101)<<4
+			hi := u>>4&0x0f0f0f0f | (h>>(2*c+1)&0x01010101)<<4
+			le.PutUint32(lv[64*(16*c+m)+4*k:], lo)
+			le.PutUint32(lv[64*(16*c+8+m)+4*k:], hi)
+		}
+	}
+}
+
+// levelsQ6Panel writes row k's 256 Q6_K levels minus 32, as signed bytes,
+// into a panel super-block's level groups. In half n (128 values) with
+// ql = the 64 low-nibble bytes and qh = the 32 high-bit bytes of the
+// half, level 128n+32g+l is ql[l]&15 | (qh[l]&3)<<4 (g = 0), ql[l+32]&15 |
+// (qh[l]>>2&3)<<4 (1), ql[l]>>4 | (qh[l]>>4&3)<<4 (2), ql[l+32]>>4 |
+// (qh[l]>>6)<<4 (3).
+func levelsQ6Panel(lv *[4096]byte, blk *[tensor.Q6_KBlockLen]byte, k int) {
+	le := binary.LittleEndian
+	// minus32 maps 4 bytes 0…63 to their value − 32 mod 256: with bit 5
+	// set that clears it; clear, it is v + 224 = (v | 32) | 0xc0.
+	minus32 := func(v uint32) uint32 {
+		return v ^ 0x20202020 | (^v>>5&0x01010101)*0xc0
+	}
+	for n := range 2 {
+		ql, qh := blk[64*n:], blk[128+32*n:]
+		for m := range 8 {
+			a, b, h := le.Uint32(ql[4*m:]), le.Uint32(ql[32+4*m:]), le.Uint32(qh[4*m:])
+			g := 32*n + m
+			le.PutUint32(lv[64*g+4*k:], minus32(a&0x0f0f0f0f|(h&0x03030303)<<4))
+			le.PutUint32(lv[64*(g+8)+4*k:], minus32(b&0x0f0f0f0f|(h>>2&0x03030303)<<4))
+			le.PutUint32(lv[64*(g+16)+4*k:], minus32(a>>4&0x0f0f0f0f|(h>>4&0x03030303)<<4))
+			le.PutUint32(lv[64*(g+24)+4*k:], minus32(b>>4&0x0f0f0f0f|(h>>6&0x03030303)<<4))
+		}
+	}
+}
