@@ -10,8 +10,9 @@ import (
 
 // The K-quant panel layout both architectures lay a row block out in
 // (matqk_panel_amd64.go describes it: "A super-block of a panel"), and the
-// scale unpacking that writes its scale vectors; the level bytes are
-// written by each architecture's own transposition.
+// scale unpacking that writes its scale vectors: amd64's, and on arm64 the
+// model its NEON unpacking is tested against (TestKQScalesNEON); the level
+// bytes are written by each architecture's own transposition.
 
 const (
 	kqpSM = 5184 // bytes of one super-block of a Q4_K/Q5_K panel

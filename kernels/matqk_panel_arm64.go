@@ -2,11 +2,7 @@
 
 package kernels
 
-import (
-	"encoding/binary"
-
-	"github.com/sluicehq/sluice/tensor"
-)
+import "github.com/sluicehq/sluice/tensor"
 
 // K-quant batches in panels on arm64 (SDOT, matqk_panel_arm64.s). The row
 // tiles of matqk_arm64.s take one weight row against four inputs: each
@@ -53,26 +49,27 @@ import (
 //
 // (a Q4_K/Q5_K sub-block is 64 SDOT, 8 MLA, 8 zeroings and 17 loads; M
 // 96, the float steps 78). Laying a panel out costs, per row and
-// super-block, once per call whatever the batch: the level transposition
-// (matqk_panelize_arm64.s) 71 (Q4_K), 125 (Q5_K), 154 (Q6_K)
-// instructions, and the Go scale unpacking shared with amd64 about 215
-// (Q4_K/Q5_K) and 280 (Q6_K) as compiled for arm64. So the panels should
-// pay from about 12 inputs (Q4_K: 316/(57.8 − 30.3) = 11.5), 10 (Q5_K)
-// and 10 (Q6_K), and run a large batch in about half the row tiles'
-// instructions: kqnMinInputs is 12. The SDOT-less "neon" set keeps the
-// row tiles: without a by-element byte product, a lane-per-row tile needs
-// a DUP of each input's 4 bytes per group beside the SMULL/SMLAL pairs
-// and a pairwise flush per sub-block, about 76 instructions a row and
-// input against the SMULL row tile's 74.
+// super-block, once per call whatever the batch (matqk_panelize_arm64.s):
+// 71 (Q4_K), 125 (Q5_K) and 154 (Q6_K) instructions for the levels, 16
+// (Q6_K 14) for the scales (the Go unpacking shared with amd64 took about
+// 215 and 280 compiled for arm64, the Go level loops about 1200). So the
+// panels should pay from one tile of 4 inputs (Q4_K: 87/(57.8 − 30.3) =
+// 3.2; Q5_K 3.9, Q6_K 3.7) and run a large batch in about half the row
+// tiles' instructions; kqnMinInputs is 8, a margin for what a count does
+// not see (the panels' scratch traffic, SDOT latency). The SDOT-less
+// "neon" set keeps the row tiles: without a by-element byte product, a
+// lane-per-row tile needs a DUP of each input's 4 bytes per group beside
+// the SMULL/SMLAL pairs and a pairwise flush per sub-block, about 76
+// instructions a row and input against the SMULL row tile's 74.
 
 // kqnTile is the inputs a panel tile takes.
 const kqnTile = 4
 
 // kqnMinInputs is the smallest batch that takes the panel tiles (a
-// variable so tests can send small batches through them): the crossover
-// the instruction counts above give, to be replaced by a measured one on
-// arm64 hardware.
-var kqnMinInputs = 12
+// variable so tests can send small batches through them): the counted
+// crossover above with a margin, to be replaced by a measured one on Arm
+// hardware (bench/README.md).
+var kqnMinInputs = 8
 
 // kqSMPanel4DP and kq6Panel4DP write dst[k·rows + 16p + j] = row 16p+j of
 // the np scratch panels at w (nb super-blocks each) · input k, for the 4
@@ -115,42 +112,44 @@ func kqScratchPanelsNEON(t tensor.DType, dst []float32, w, xq []byte, n, rows, l
 }
 
 // kqPanelizeNEON lays out the 16 rows at src (rb bytes each, nb
-// super-blocks of t) as one panel in dst (nb·kqPanelBlk(t) bytes): the
-// scales by the shared unpacking (as int32), a ±Inf d or dmin made the
-// f16 NaN 0x7e00 (the assembly converts with FCVTL, which keeps Inf), and
-// the levels transposed 4 rows at a time in assembly
-// (matqk_panelize_arm64.s).
+// super-blocks of t) as one panel in dst (nb·kqPanelBlk(t) bytes), all in
+// assembly (matqk_panelize_arm64.s): the scales 16 rows at once, the
+// bytes of the shared Go unpacking (panelizeSMScales, panelizeQ6K: the
+// tests' model) with the scales as int32 and a ±Inf d or dmin made the
+// f16 NaN 0x7e00 (the tiles convert with FCVTL, which keeps Inf), and the
+// levels 4 rows at a time.
 func kqPanelizeNEON(t tensor.DType, dst, src []byte, nb, rb int) {
 	pb := kqPanelBlk(t)
 	bb := t.BlockBytes()
 	_ = src[(PanelRows-1)*rb+nb*bb-1] // every row's blocks, for the assembly
 	_ = dst[nb*pb-1]
-	le := binary.LittleEndian
 	for b := range nb {
 		d := dst[b*pb : (b+1)*pb]
-		for k := range PanelRows {
-			blk := src[k*rb+b*bb : k*rb+(b+1)*bb]
-			if t == tensor.Q6_K {
-				panelizeQ6K((*[kqp6]byte)(d), (*[tensor.Q6_KBlockLen]byte)(blk), k, false)
-			} else {
-				panelizeSMScales((*[kqpSM]byte)(d), (*[16]byte)(blk), k, false)
-			}
-		}
 		switch t {
 		case tensor.Q4_K:
+			kqScalesSMNEON(&d[0], &src[b*bb], rb)
 			kqLevelsQ4NEON(&d[kqpLevelsSM], &src[b*bb], rb)
 		case tensor.Q5_K:
+			kqScalesSMNEON(&d[0], &src[b*bb], rb)
 			kqLevelsQ5NEON(&d[kqpLevelsSM], &src[b*bb], rb)
 		case tensor.Q6_K:
+			kqScales6NEON(&d[0], &src[b*bb], rb)
 			kqLevelsQ6NEON(&d[kqpLevels6], &src[b*bb], rb)
-		}
-		for o := 0; o < 64; o += 2 { // d and dmin (Q6_K: d and 32 unused bytes)
-			if h := le.Uint16(d[o:]); h&0x7fff == 0x7c00 {
-				le.PutUint16(d[o:], 0x7e00)
-			}
 		}
 	}
 }
+
+// kqScalesSMNEON writes the d, dmin, int32 scales and (m, m) min pairs of
+// a Q4_K/Q5_K panel super-block at dst, and kqScales6NEON the d and int32
+// scales of a Q6_K one (not its (sc, sc) pairs, which no arm64 tile
+// reads), from the 16 rows' blocks at src + k·rb, ±Inf d and dmin made
+// the f16 NaN 0x7e00.
+//
+//go:noescape
+func kqScalesSMNEON(dst, src *byte, rb int)
+
+//go:noescape
+func kqScales6NEON(dst, src *byte, rb int)
 
 // kqLevelsQ4NEON, kqLevelsQ5NEON and kqLevelsQ6NEON write the 4096 level
 // bytes of a panel super-block at dst (value v of row k at 64·(v/4) + 4k

@@ -232,6 +232,63 @@ func TestKQLevelsNEON(t *testing.T) {
 	}
 }
 
+// TestKQScalesNEON: the assembly scale unpacking writes the bytes of the
+// shared Go unpacking (panelizeSMScales, panelizeQ6K, as int32) with ±Inf
+// f16 scales made 0x7e00, for random heads holding ±Inf, NaN and
+// subnormal d and dmin, at row strides larger than a block.
+func TestKQScalesNEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 4))
+	specials := []uint16{0x7c00, 0xfc00, 0x7c01, 0xfe00, 0x0001, 0x8000, 0x3c00}
+	for _, dt := range []tensor.DType{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K} {
+		bb := dt.BlockBytes()
+		for trial := range 20 {
+			rb := bb * (1 + trial%3)
+			src := make([]byte, PanelRows*rb)
+			for i := range src {
+				src[i] = byte(r.Uint32())
+			}
+			for k := range PanelRows {
+				if r.IntN(3) == 0 {
+					o := []int{0, 2}[r.IntN(2)]
+					if dt == tensor.Q6_K {
+						o = 208
+					}
+					binary.LittleEndian.PutUint16(src[k*rb+o:], specials[r.IntN(len(specials))])
+				}
+			}
+			pb := kqPanelBlk(dt)
+			got, want := make([]byte, pb), make([]byte, pb)
+			for k := range PanelRows {
+				blk := src[k*rb : k*rb+bb]
+				if dt == tensor.Q6_K {
+					panelizeQ6K((*[kqp6]byte)(want), (*[tensor.Q6_KBlockLen]byte)(blk), k, false)
+				} else {
+					panelizeSMScales((*[kqpSM]byte)(want), (*[16]byte)(blk), k, false)
+				}
+			}
+			for o := 0; o < 64; o += 2 {
+				if h := binary.LittleEndian.Uint16(want[o:]); h&0x7fff == 0x7c00 {
+					binary.LittleEndian.PutUint16(want[o:], 0x7e00)
+				}
+			}
+			regions := [][2]int{{0, 1088}}
+			if dt == tensor.Q6_K {
+				kqScales6NEON(&got[0], &src[0], rb)
+				regions = [][2]int{{0, 32}, {64, 1088}} // not the pairs, nor [32,64)
+			} else {
+				kqScalesSMNEON(&got[0], &src[0], rb)
+			}
+			for _, reg := range regions {
+				for i := reg[0]; i < reg[1]; i++ {
+					if got[i] != want[i] {
+						t.Fatalf("%v trial %d: scale byte %d = %#x, want %#x", dt, trial, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // levelsQ4Panel writes row k's 256 Q4_K levels into a panel super-block's
 // level groups lv (value v at 64·(v/4) + 4k + v%4): byte l of the
 // 32-byte chunk c holds level 64c+l in its low nibble and 64c+32+l in its
