@@ -115,6 +115,8 @@ func (k *kqPanels) tile(t tensor.DType) kqPanelTile {
 	return k.sm
 }
 
+// kqScratchPanels computes outputs [lo, full) for inputs [0, n) (n a
+// multiple of kqpTile), full the end of the whole 16-row panels from lo,
 // through pk's tile, a row block at a time laid out by kqPanelize in
 // scratch; it returns full. The caller has checked the bounds of w, xq and
 // dst.
