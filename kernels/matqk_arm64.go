@@ -30,8 +30,9 @@ import "github.com/sluicehq/sluice/tensor"
 // one-input kernel) over blocks of rows that stay in L2 (rowBlock), the
 // leftover inputs one at a time; on the SDOT set, batches of kqnMinInputs
 // or more take panel tiles instead (matqk_panel_arm64.go, the same bits).
-// The activations are quantized by the portable quantizeRowQ8K: one pass
-// over n×cols floats per call, against a weight pass of rows×cols.
+// The activations are quantized by quantizeRowQ8K (its blocks in NEON,
+// actq8k_arm64.s): one pass over n×cols floats per call, against a weight
+// pass of rows×cols.
 type qkNEON struct {
 	dot  func(w, x *byte, nb int, tab *float32) float32
 	tile func(w, x *byte, nb, xs int, out *float32, os int, tab *float32)
