@@ -180,7 +180,7 @@ func quantizeBlockQ8K(dst []byte, x []float32) {
 		d = float32(1 / is)
 	} else {
 		for j, v := range x {
-			q[j] = byte(int8(min(127, nearest(iscale*v))))
+			q[j] = byte(int8(min(127, nearest(float32(iscale*v)))))
 		}
 		d = 1 / iscale
 	}
@@ -195,7 +195,10 @@ func quantizeBlockQ8K(dst []byte, x []float32) {
 }
 
 // nearest is ggml's nearest_int (round half to even through the float32
-// add of 1.5·2²³), valid for |f| ≤ 2²²; |iscale·x| ≤ 127 here.
+// add of 1.5·2²³), valid for |f| ≤ 2²²; |iscale·x| ≤ 127 here. Callers
+// round the product first (float32(iscale*v)): on arm64 the compiler may
+// otherwise fuse it with the add into one FMADD, which rounds once and
+// gave different bytes from amd64's and the NEON quantizer's.
 func nearest(f float32) int32 {
 	v := f + 12582912
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000

@@ -11,9 +11,10 @@ import (
 // SLUICE_ISA (isaCap: generic, neon or neon-dotprod).
 //
 //	ASIMD + dot product (SDOT)   F32/F16/BF16, attention (F32 and F16
-//	                             pages), Q8_0/Q4_0 activation
+//	                             pages), Q8_0/Q4_0 and Q8_K activation
 //	                             quantization; Q8_0/Q4_0/Q4_K/Q5_K/
-//	                             Q6_K by SDOT                       "neon-dotprod"
+//	                             Q6_K by SDOT (K-quant batches in
+//	                             panels)                            "neon-dotprod"
 //	ASIMD                        the same, the integer dots by
 //	                             SMULL/SADALP (K-quants: SMULL/
 //	                             SMLAL into int16, then SADDLP)     "neon"

@@ -9,3 +9,11 @@ func SetRowBlockBytes(v int) (restore func()) {
 	rowBlockBytes = v
 	return func() { rowBlockBytes = old }
 }
+
+// SetKQPanelMinInputs sets the smallest batch that takes the K-quant panel
+// tiles (kqnMinInputs) and returns a func restoring it.
+func SetKQPanelMinInputs(v int) (restore func()) {
+	old := kqnMinInputs
+	kqnMinInputs = v
+	return func() { kqnMinInputs = old }
+}

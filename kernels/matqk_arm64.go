@@ -28,9 +28,11 @@ import "github.com/sluicehq/sluice/tensor"
 // inputs (each weight block unpacked once for four inputs, the four sums
 // in the lanes of one register, each lane's float steps those of the
 // one-input kernel) over blocks of rows that stay in L2 (rowBlock), the
-// leftover inputs one at a time. The activations are quantized by the
-// portable quantizeRowQ8K: one pass over n×cols floats per call, against
-// a weight pass of rows×cols.
+// leftover inputs one at a time; on the SDOT set, batches of kqnMinInputs
+// or more take panel tiles instead (matqk_panel_arm64.go, the same bits).
+// The activations are quantized by quantizeRowQ8K (its blocks in NEON,
+// actq8k_arm64.s): one pass over n×cols floats per call, against a weight
+// pass of rows×cols.
 type qkNEON struct {
 	dot  func(w, x *byte, nb int, tab *float32) float32
 	tile func(w, x *byte, nb, xs int, out *float32, os int, tab *float32)
@@ -46,32 +48,34 @@ var (
 )
 
 func matQ4_KDotProd(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q4kDP, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q4kDP, tensor.Q4_K, true, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KDotProd(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q5kDP, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q5kDP, tensor.Q5_K, true, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KDotProd(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q6kDP, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q6kDP, tensor.Q6_K, true, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ4_KNEON(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q4kSM, tensor.Q4_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q4kSM, tensor.Q4_K, false, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ5_KNEON(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q5kSM, tensor.Q5_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q5kSM, tensor.Q5_K, false, dst, w, xq, n, rows, cols, lo, hi)
 }
 
 func matQ6_KNEON(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
-	matQKNEON(&q6kSM, tensor.Q6_KBlockLen, dst, w, xq, n, rows, cols, lo, hi)
+	matQKNEON(&q6kSM, tensor.Q6_K, false, dst, w, xq, n, rows, cols, lo, hi)
 }
 
-// matQKNEON computes outputs [lo,hi) for all n inputs with k, bb bytes per
-// weight super-block.
-func matQKNEON(k *qkNEON, bb int, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
+// matQKNEON computes outputs [lo,hi) for all n inputs with k, for weights
+// of type t. With panels (the SDOT set), a batch of at least kqnMinInputs
+// takes the panel tiles (matqk_panel_arm64.go) for its whole panels of rows
+// and whole tiles of inputs, the same bits as k's.
+func matQKNEON(k *qkNEON, t tensor.DType, panels bool, dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	nb := cols / tensor.QK_K
 	if nb == 0 {
 		zeroRows(dst, n, rows, lo, hi)
@@ -80,11 +84,21 @@ func matQKNEON(k *qkNEON, bb int, dst []float32, w, xq []byte, n, rows, cols, lo
 	if n <= 0 || lo >= hi {
 		return
 	}
-	rb, xb := nb*bb, nb*q8kBlk
+	rb, xb := nb*t.BlockBytes(), nb*q8kBlk
 	// Everything the assembly touches, checked once.
 	_ = w[hi*rb-1]
 	_ = xq[n*xb-1]
 	_ = dst[(n-1)*rows+hi-1]
+	if panels && n >= max(kqnMinInputs, kqnTile) && hi-lo >= PanelRows {
+		n4 := n / kqnTile * kqnTile
+		full := kqScratchPanelsNEON(t, dst, w, xq, n4, rows, lo, hi, nb, rb)
+		if n4 < n { // the inputs after the last tile, over the panels' rows
+			matQKNEON(k, t, false, dst[n4*rows:], w, xq[n4*xb:], n-n4, rows, cols, lo, full)
+		}
+		if lo = full; lo >= hi {
+			return
+		}
+	}
 	tab := &quantScaleTable()[0]
 	step := rowBlock(rb)
 	if n == 1 {
