@@ -226,11 +226,18 @@ func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, 
 			// sequential weight streams in different pages, which the
 			// hardware prefetchers follow (farRows).
 			if h := farRows(r1-r0, 4, rb); h > 0 {
-				for j := r0; j < r0+h; j++ {
-					out[j] = dot(&w[j*rb], x, nb)
-					out[j+h] = dot(&w[(j+h)*rb], x, nb)
-					out[j+2*h] = dot(&w[(j+2*h)*rb], x, nb)
-					out[j+3*h] = dot(&w[(j+3*h)*rb], x, nb)
+				if r4 := kqRows4(t); r4 != nil {
+					// The four rows in one call (matqk_rows_amd64.go).
+					for j := r0; j < r0+h; j++ {
+						r4(&w[j*rb], h*rb, x, nb, &out[j], h*4)
+					}
+				} else {
+					for j := r0; j < r0+h; j++ {
+						out[j] = dot(&w[j*rb], x, nb)
+						out[j+h] = dot(&w[(j+h)*rb], x, nb)
+						out[j+2*h] = dot(&w[(j+2*h)*rb], x, nb)
+						out[j+3*h] = dot(&w[(j+3*h)*rb], x, nb)
+					}
 				}
 				r = r0 + 4*h
 			}

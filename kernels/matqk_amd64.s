@@ -2427,3 +2427,198 @@ loop:
 	VZEROUPPER
 	RET
 
+
+// ---- 4 rows × 1 input (decode): the Q4_K rows at w, w+ws, w+2ws, w+3ws
+// against one activation row, outputs to out[k·os bytes]. Per row the same
+// integer sums (exact, so their order is free) and the same float
+// operations, in the same order and operand order, as q4kDotAVX2: what
+// four rows share is the reductions and the float steps, which run side
+// by side in the lanes of one YMM (row k's in lanes 2k and 2k+1: I and M,
+// then d·dx and dmin·dx, then the difference in lane 2k), and the
+// activation scale. Each row's 8 scales are stored once per super-block as
+// 8 dwords [sc, sc] at 32k(SP), so a sub-block's scale vector is a
+// VPBROADCASTD load (no shuffle port) or, in the VNNI form, an embedded
+// broadcast of VPDPWSSD.
+//
+// Registers: SI, R10, R11, R12 the four rows' blocks, DI the activation
+// block, CX blocks left; Y0 the running sums, Y1–Y4 the rows' I vectors,
+// Y5–Y8 their M vectors (mins·bsums), Y9–Y14 temporaries, Y15 0x0f.
+
+// KRAWB is KRAW for the block at B.
+#define KRAWB(B, X) \
+	MOVQ 4(B), AX; \
+	MOVL 12(B), DX; \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
+	ANDQ AX, R8; \
+	SHRQ $6, AX; \
+	MOVQ $0x0303030303030303, R9; \
+	ANDQ R9, AX; \
+	SHLQ $4, AX; \
+	MOVL DX, BX; \
+	SHRL $4, BX; \
+	ANDL $0x0f0f0f0f, BX; \
+	ANDL $0x0f0f0f0f, DX; \
+	SHLQ $32, BX; \
+	ORQ BX, DX; \
+	ORQ DX, AX; \
+	VMOVQ R8, X; \
+	VPINSRQ $1, AX, X, X
+
+// R4SCALES unpacks the block at B's scales as 8 dwords [sc, sc] to S(SP)
+// and S+16(SP), and sets MACC to its mins·(bsums pairs) in 8 int32.
+#define R4SCALES(B, S0, S1, MACC) \
+	KRAWB(B, X9); \
+	VPSHUFB kqScOrd<>(SB), X9, X10; \
+	VPSHUFB kqMinDup<>(SB), X9, X9; \
+	VPMOVZXBW X9, MACC; \
+	VPMADDWD 260(DI), MACC, MACC; \
+	VPUNPCKLWD X10, X10, X11; \
+	VPUNPCKHWD X10, X10, X10; \
+	VMOVDQU X11, S0(SP); \
+	VMOVDQU X10, S1(SP)
+
+// R4PIECE adds the sub-blocks 2p and 2p+1 of the block at B (nibbles at
+// WO, activations at XA and XB, scale dwords at SA and SB) into IACC.
+#define R4PIECE(B, WO, XA, XB, SA, SB, IACC) \
+	VMOVDQU WO(B), Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND Y15, Y9, Y9; \
+	VPAND Y15, Y10, Y10; \
+	VPMADDUBSW XA(DI), Y9, Y9; \
+	VPMADDUBSW XB(DI), Y10, Y10; \
+	VPBROADCASTD SA(SP), Y11; \
+	VPBROADCASTD SB(SP), Y12; \
+	VPMADDWD Y11, Y9, Y9; \
+	VPMADDWD Y12, Y10, Y10; \
+	VPADDD Y9, IACC, IACC; \
+	VPADDD Y10, IACC, IACC
+
+// R4PIECEV is R4PIECE with VPDPWSSD (AVX-512 VL + VNNI) and the scale
+// dwords as its embedded broadcast.
+#define R4PIECEV(B, WO, XA, XB, SA, SB, IACC) \
+	VMOVDQU WO(B), Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND Y15, Y9, Y9; \
+	VPAND Y15, Y10, Y10; \
+	VPMADDUBSW XA(DI), Y9, Y9; \
+	VPMADDUBSW XB(DI), Y10, Y10; \
+	VPDPWSSD.BCST SA(SP), Y9, IACC; \
+	VPDPWSSD.BCST SB(SP), Y10, IACC
+
+#define R4ROW(PIECE, B, S, IACC) \
+	PIECE(B, 16, 4, 36, S+0, S+4, IACC); \
+	PIECE(B, 48, 68, 100, S+8, S+12, IACC); \
+	PIECE(B, 80, 132, 164, S+16, S+20, IACC); \
+	PIECE(B, 112, 196, 228, S+24, S+28, IACC)
+
+// R4FIN adds the four rows' d·dx·I − dmin·dx·M to Y0's even lanes.
+#define R4FIN \
+	VPHADDD Y2, Y1, Y1; \
+	VPHADDD Y4, Y3, Y3; \
+	VPHADDD Y3, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPADDD X2, X1, X1; \
+	VPHADDD Y6, Y5, Y5; \
+	VPHADDD Y8, Y7, Y7; \
+	VPHADDD Y7, Y5, Y5; \
+	VEXTRACTI128 $1, Y5, X6; \
+	VPADDD X6, X5, X5; \
+	VPUNPCKLDQ X5, X1, X2; \
+	VPUNPCKHDQ X5, X1, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VCVTDQ2PS Y2, Y2; \
+	VMOVD 0(SI), X3; \
+	VPINSRD $1, 0(R10), X3, X3; \
+	VPINSRD $2, 0(R11), X3, X3; \
+	VPINSRD $3, 0(R12), X3, X3; \
+	VCVTPH2PS X3, Y3; \
+	VANDPS kqAbs8<>(SB), Y3, Y4; \
+	VCMPPS $0, kqInf8<>(SB), Y4, Y4; \
+	VBLENDVPS Y4, kqNaN8<>(SB), Y3, Y3; \
+	VBROADCASTSS 0(DI), Y4; \
+	VMULPS Y4, Y3, Y3; \
+	VMULPS Y3, Y2, Y2; \
+	VMOVSHDUP Y2, Y3; \
+	VSUBPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0
+
+// kqAbs8, kqInf8, kqNaN8: kqAbs, kqInf and kqNaN over 8 lanes.
+DATA kqAbs8<>+0(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+8(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+16(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL kqAbs8<>(SB), RODATA|NOPTR, $32
+DATA kqInf8<>+0(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+8(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+16(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+24(SB)/8, $0x7f8000007f800000
+GLOBL kqInf8<>(SB), RODATA|NOPTR, $32
+DATA kqNaN8<>+0(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+8(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+16(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+24(SB)/8, $0x7fc000007fc00000
+GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
+
+#define R4BODY(PIECE) \
+	MOVQ w+0(FP), SI; \
+	MOVQ ws+8(FP), R10; \
+	MOVQ x+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	ADDQ SI, R10; \
+	MOVQ ws+8(FP), AX; \
+	LEAQ (R10)(AX*1), R11; \
+	LEAQ (R11)(AX*1), R12; \
+	VXORPS Y0, Y0, Y0; \
+	BYTES($0x0f0f0f0f, X15, Y15)
+
+#define R4LOOP(PIECE) \
+	R4SCALES(SI, 0, 16, Y5); \
+	R4SCALES(R10, 32, 48, Y6); \
+	R4SCALES(R11, 64, 80, Y7); \
+	R4SCALES(R12, 96, 112, Y8); \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	VPXOR Y4, Y4, Y4; \
+	R4ROW(PIECE, SI, 0, Y1); \
+	R4ROW(PIECE, R10, 32, Y2); \
+	R4ROW(PIECE, R11, 64, Y3); \
+	R4ROW(PIECE, R12, 96, Y4); \
+	R4FIN; \
+	ADDQ $144, SI; \
+	ADDQ $144, R10; \
+	ADDQ $144, R11; \
+	ADDQ $144, R12; \
+	ADDQ $292, DI
+
+// R4OUT stores Y0's lanes 0, 2, 4, 6 to out, out+os, out+2os, out+3os.
+#define R4OUT \
+	MOVQ out+32(FP), R13; \
+	MOVQ os+40(FP), BX; \
+	VMOVSS X0, 0(R13); \
+	VEXTRACTPS $2, X0, (R13)(BX*1); \
+	VEXTRACTF128 $1, Y0, X1; \
+	LEAQ (R13)(BX*2), R13; \
+	VMOVSS X1, 0(R13); \
+	VEXTRACTPS $2, X1, (R13)(BX*1); \
+	VZEROUPPER
+
+// func q4kRows4AVX2(w *byte, ws int, x *byte, nb int, out *float32, os int)
+TEXT ·q4kRows4AVX2(SB), NOSPLIT, $128-48
+	R4BODY(R4PIECE)
+r4loop:
+	R4LOOP(R4PIECE)
+	DECQ CX
+	JNZ r4loop
+	R4OUT
+	RET
+
+// func q4kRows4VNNI(w *byte, ws int, x *byte, nb int, out *float32, os int)
+TEXT ·q4kRows4VNNI(SB), NOSPLIT, $128-48
+	R4BODY(R4PIECEV)
+r4vloop:
+	R4LOOP(R4PIECEV)
+	DECQ CX
+	JNZ r4vloop
+	R4OUT
+	RET
