@@ -2444,38 +2444,66 @@ loop:
 // block, CX blocks left; Y0 the running sums, Y1–Y4 the rows' I vectors,
 // Y5–Y8 their M vectors (mins·bsums), Y9–Y14 temporaries, Y15 0x0f.
 
-// KRAWB is KRAW for the block at B.
-#define KRAWB(B, X) \
-	MOVQ 4(B), AX; \
-	MOVL 12(B), DX; \
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
-	ANDQ AX, R8; \
-	SHRQ $6, AX; \
-	MOVQ $0x0303030303030303, R9; \
-	ANDQ R9, AX; \
-	SHLQ $4, AX; \
-	MOVL DX, BX; \
-	SHRL $4, BX; \
-	ANDL $0x0f0f0f0f, BX; \
-	ANDL $0x0f0f0f0f, DX; \
-	SHLQ $32, BX; \
-	ORQ BX, DX; \
-	ORQ DX, AX; \
-	VMOVQ R8, X; \
-	VPINSRQ $1, AX, X, X
+// R4SCALES2 unpacks the scales of two blocks, BA's as 8 dwords [sc, sc] to
+// SA0(SP) and SA1(SP) and BB's to SB0(SP) and SB1(SP), and sets MA and MB
+// to their mins·(bsums pairs) in 8 int32. BA's block is in the low 128-bit
+// lane, BB's in the high one, and KRAW's bit operations run in vector
+// registers: bytes 0..7 of the packed scales & 0x3f, bytes 8..11 & 0x0f,
+// then OR the nibbles b[8..11]>>4 into bytes 12..15 and the top two bits
+// of b[0..7] (as bits 4–5) into bytes 8..15.
+#define R4SCALES2(BA, BB, SA0, SA1, SB0, SB1, MA, MB) \
+	VMOVDQU 4(BA), X9; \
+	VINSERTI128 $1, 4(BB), Y9, Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND kqKM2<>(SB), Y10, Y10; \
+	VPSLLDQ $4, Y10, Y10; \
+	VPSRLW $2, Y9, Y11; \
+	VPAND kqKM30<>(SB), Y11, Y11; \
+	VPSLLDQ $8, Y11, Y11; \
+	VPAND kqKM1<>(SB), Y9, Y9; \
+	VPOR Y10, Y9, Y9; \
+	VPOR Y11, Y9, Y9; \
+	VPSHUFB kqScOrd2<>(SB), Y9, Y10; \
+	VPSHUFB kqMinDup2<>(SB), Y9, Y9; \
+	VPMOVZXBW X9, MA; \
+	VEXTRACTI128 $1, Y9, X9; \
+	VPMOVZXBW X9, MB; \
+	VPMADDWD 260(DI), MA, MA; \
+	VPMADDWD 260(DI), MB, MB; \
+	VPUNPCKLWD Y10, Y10, Y11; \
+	VPUNPCKHWD Y10, Y10, Y10; \
+	VMOVDQU X11, SA0(SP); \
+	VMOVDQU X10, SA1(SP); \
+	VEXTRACTI128 $1, Y11, SB0(SP); \
+	VEXTRACTI128 $1, Y10, SB1(SP)
 
-// R4SCALES unpacks the block at B's scales as 8 dwords [sc, sc] to S(SP)
-// and S+16(SP), and sets MACC to its mins·(bsums pairs) in 8 int32.
-#define R4SCALES(B, S0, S1, MACC) \
-	KRAWB(B, X9); \
-	VPSHUFB kqScOrd<>(SB), X9, X10; \
-	VPSHUFB kqMinDup<>(SB), X9, X9; \
-	VPMOVZXBW X9, MACC; \
-	VPMADDWD 260(DI), MACC, MACC; \
-	VPUNPCKLWD X10, X10, X11; \
-	VPUNPCKHWD X10, X10, X10; \
-	VMOVDQU X11, S0(SP); \
-	VMOVDQU X10, S1(SP)
+// kqKM1, kqKM2, kqKM30: R4SCALES2's byte masks; kqScOrd2, kqMinDup2:
+// kqScOrd and kqMinDup in both 128-bit lanes.
+DATA kqKM1<>+0(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA kqKM1<>+8(SB)/8, $0x000000000f0f0f0f
+DATA kqKM1<>+16(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA kqKM1<>+24(SB)/8, $0x000000000f0f0f0f
+GLOBL kqKM1<>(SB), RODATA|NOPTR, $32
+DATA kqKM2<>+0(SB)/8, $0
+DATA kqKM2<>+8(SB)/8, $0x000000000f0f0f0f
+DATA kqKM2<>+16(SB)/8, $0
+DATA kqKM2<>+24(SB)/8, $0x000000000f0f0f0f
+GLOBL kqKM2<>(SB), RODATA|NOPTR, $32
+DATA kqKM30<>+0(SB)/8, $0x3030303030303030
+DATA kqKM30<>+8(SB)/8, $0
+DATA kqKM30<>+16(SB)/8, $0x3030303030303030
+DATA kqKM30<>+24(SB)/8, $0
+GLOBL kqKM30<>(SB), RODATA|NOPTR, $32
+DATA kqScOrd2<>+0(SB)/8, $0x8003800280018000
+DATA kqScOrd2<>+8(SB)/8, $0x800b800a80098008
+DATA kqScOrd2<>+16(SB)/8, $0x8003800280018000
+DATA kqScOrd2<>+24(SB)/8, $0x800b800a80098008
+GLOBL kqScOrd2<>(SB), RODATA|NOPTR, $32
+DATA kqMinDup2<>+0(SB)/8, $0x0707060605050404
+DATA kqMinDup2<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
+DATA kqMinDup2<>+16(SB)/8, $0x0707060605050404
+DATA kqMinDup2<>+24(SB)/8, $0x0f0f0e0e0d0d0c0c
+GLOBL kqMinDup2<>(SB), RODATA|NOPTR, $32
 
 // R4PIECE adds the sub-blocks 2p and 2p+1 of the block at B (nibbles at
 // WO, activations at XA and XB, scale dwords at SA and SB) into IACC.
@@ -2559,7 +2587,7 @@ DATA kqNaN8<>+16(SB)/8, $0x7fc000007fc00000
 DATA kqNaN8<>+24(SB)/8, $0x7fc000007fc00000
 GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 
-#define R4BODY(PIECE) \
+#define R4BODY \
 	MOVQ w+0(FP), SI; \
 	MOVQ ws+8(FP), R10; \
 	MOVQ x+16(FP), DI; \
@@ -2572,10 +2600,8 @@ GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 	BYTES($0x0f0f0f0f, X15, Y15)
 
 #define R4LOOP(PIECE) \
-	R4SCALES(SI, 0, 16, Y5); \
-	R4SCALES(R10, 32, 48, Y6); \
-	R4SCALES(R11, 64, 80, Y7); \
-	R4SCALES(R12, 96, 112, Y8); \
+	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5, Y6); \
+	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7, Y8); \
 	VPXOR Y1, Y1, Y1; \
 	VPXOR Y2, Y2, Y2; \
 	VPXOR Y3, Y3, Y3; \
@@ -2605,7 +2631,7 @@ GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 
 // func q4kRows4AVX2(w *byte, ws int, x *byte, nb int, out *float32, os int)
 TEXT ·q4kRows4AVX2(SB), NOSPLIT, $128-48
-	R4BODY(R4PIECE)
+	R4BODY
 r4loop:
 	R4LOOP(R4PIECE)
 	DECQ CX
@@ -2615,7 +2641,7 @@ r4loop:
 
 // func q4kRows4VNNI(w *byte, ws int, x *byte, nb int, out *float32, os int)
 TEXT ·q4kRows4VNNI(SB), NOSPLIT, $128-48
-	R4BODY(R4PIECEV)
+	R4BODY
 r4vloop:
 	R4LOOP(R4PIECEV)
 	DECQ CX
