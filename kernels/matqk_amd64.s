@@ -2648,3 +2648,128 @@ r4vloop:
 	JNZ r4vloop
 	R4OUT
 	RET
+
+// ---- Q6_K, 4 rows × 1 input (decode): as q4kRows4 for Q6_K, each row's
+// integer sum formed as in q6kDotAVX2 (exact, so its order is free), the
+// four rows' I reduced together and their float steps (d·dx, then ·I,
+// then + s, as D6 and HSUM6) run in the lanes of one XMM (row k in lane
+// k). Registers: SI, R10, R11, R12 the four rows' blocks, DI the
+// activation block, CX blocks left; X0 the running sums, Y1, Y2, Y5, Y13
+// the rows' I vectors, Y3, Y4, Y6–Y12 temporaries, Y14 0x30, Y15 0x0f.
+
+// Q6MAC adds the int16 pairs of P times those of S into ACC (P clobbered).
+#define Q6MAC(S, P, ACC) \
+	VPMADDWD S, P, P; \
+	VPADDD P, ACC, ACC
+
+// Q6MACV is Q6MAC with VNNI's VPDPWSSD.
+#define Q6MACV(S, P, ACC) \
+	VPDPWSSD S, P, ACC
+
+// Q6HALF adds half h of the block at B (low bits at L0, L1, high bits at
+// HB, scales selected by PERM from Y3, activations at XO..XO+96) to ACC.
+#define Q6HALF(MAC, B, L0, L1, HB, PERM, XO0, XO1, XO2, XO3, ACC) \
+	VMOVDQU L0(B), Y6; \
+	VMOVDQU L1(B), Y7; \
+	VMOVDQU HB(B), Y10; \
+	VPERMQ PERM, Y3, Y11; \
+	VPAND Y15, Y6, Y8; \
+	VPSLLW $4, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO0(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+0(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPAND Y15, Y7, Y8; \
+	VPSLLW $2, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO1(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+32(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPSRLW $4, Y6, Y8; \
+	VPAND Y15, Y8, Y8; \
+	VPAND Y14, Y10, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO2(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+64(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPSRLW $4, Y7, Y8; \
+	VPAND Y15, Y8, Y8; \
+	VPSRLW $2, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO3(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+96(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC)
+
+// Q6ROW sets ACC to the block at B's I: −32·Σ sc·bsums, then both halves.
+#define Q6ROW(MAC, B, ACC) \
+	VPMOVSXBW 192(B), Y3; \
+	VPMADDWD 260(DI), Y3, Y4; \
+	VPSLLD $5, Y4, Y4; \
+	VPXOR ACC, ACC, ACC; \
+	VPSUBD Y4, ACC, ACC; \
+	Q6HALF(MAC, B, 0, 32, 128, $0x44, 4, 36, 68, 100, ACC); \
+	Q6HALF(MAC, B, 64, 96, 160, $0xee, 132, 164, 196, 228, ACC)
+
+// Q6FIN adds the four rows' d·dx·I to X0's lanes.
+#define Q6FIN \
+	VPHADDD Y2, Y1, Y1; \
+	VPHADDD Y13, Y5, Y5; \
+	VPHADDD Y5, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPADDD X2, X1, X1; \
+	VCVTDQ2PS X1, X1; \
+	MOVWLZX 208(SI), AX; \
+	VMOVD AX, X3; \
+	VPINSRW $1, 208(R10), X3, X3; \
+	VPINSRW $2, 208(R11), X3, X3; \
+	VPINSRW $3, 208(R12), X3, X3; \
+	VCVTPH2PS X3, X3; \
+	FIXNAN(X3, X4); \
+	VBROADCASTSS 0(DI), X4; \
+	VMULPS X4, X3, X3; \
+	VMULPS X3, X1, X1; \
+	VADDPS X1, X0, X0
+
+#define Q6R4(name, MAC) \
+TEXT name(SB), NOSPLIT, $0-48; \
+	MOVQ w+0(FP), SI; \
+	MOVQ ws+8(FP), AX; \
+	MOVQ x+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	LEAQ (SI)(AX*1), R10; \
+	LEAQ (R10)(AX*1), R11; \
+	LEAQ (R11)(AX*1), R12; \
+	VXORPS X0, X0, X0; \
+	BYTES($0x0f0f0f0f, X15, Y15); \
+	BYTES($0x30303030, X14, Y14); \
+loop: \
+	Q6ROW(MAC, SI, Y1); \
+	Q6ROW(MAC, R10, Y2); \
+	Q6ROW(MAC, R11, Y5); \
+	Q6ROW(MAC, R12, Y13); \
+	Q6FIN; \
+	ADDQ $210, SI; \
+	ADDQ $210, R10; \
+	ADDQ $210, R11; \
+	ADDQ $210, R12; \
+	ADDQ $292, DI; \
+	DECQ CX; \
+	JNZ loop; \
+	MOVQ out+32(FP), R13; \
+	MOVQ os+40(FP), BX; \
+	VMOVSS X0, 0(R13); \
+	VEXTRACTPS $1, X0, (R13)(BX*1); \
+	LEAQ (R13)(BX*2), R13; \
+	VEXTRACTPS $2, X0, 0(R13); \
+	VEXTRACTPS $3, X0, (R13)(BX*1); \
+	VZEROUPPER; \
+	RET
+
+// func q6kRows4AVX2(w *byte, ws int, x *byte, nb int, out *float32, os int)
+Q6R4(·q6kRows4AVX2, Q6MAC)
+
+// func q6kRows4VNNI(w *byte, ws int, x *byte, nb int, out *float32, os int)
+Q6R4(·q6kRows4VNNI, Q6MACV)

@@ -24,6 +24,8 @@ func TestQKRows4VsModel(t *testing.T) {
 	}{
 		{"q4k avx2", cpuAVX2, tensor.Q4_K, q4kRows4AVX2},
 		{"q4k vnni", cpuVNNI, tensor.Q4_K, q4kRows4VNNI},
+		{"q6k avx2", cpuAVX2, tensor.Q6_K, q6kRows4AVX2},
+		{"q6k vnni", cpuVNNI, tensor.Q6_K, q6kRows4VNNI},
 	}
 	r := rand.New(rand.NewPCG(7, 29))
 	for _, k := range kerns {
