@@ -2442,16 +2442,18 @@ loop:
 //
 // Registers: SI, R10, R11, R12 the four rows' blocks, DI the activation
 // block, CX blocks left; Y0 the running sums, Y1–Y4 the rows' I vectors,
-// Y5–Y8 their M vectors (mins·bsums), Y9–Y14 temporaries, Y15 0x0f.
+// Y5 and Y7 rows 0–1's and 2–3's M partial sums (mins·bsums pairs), Y13
+// the bsums pair sums, Y6, Y8–Y12 temporaries, Y15 0x0f.
 
 // R4SCALES2 unpacks the scales of two blocks, BA's as 8 dwords [sc, sc] to
-// SA0(SP) and SA1(SP) and BB's to SB0(SP) and SB1(SP), and sets MA and MB
-// to their mins·(bsums pairs) in 8 int32. BA's block is in the low 128-bit
+// SA0(SP) and SA1(SP) and BB's to SB0(SP) and SB1(SP), and sets M to their
+// mins·(bsums pairs) as 4 int32 partial sums each (BA's in the low 128-bit
+// lane), from the pair sums in Y13 (R4BSUMS). BA's block is in the low
 // lane, BB's in the high one, and KRAW's bit operations run in vector
 // registers: bytes 0..7 of the packed scales & 0x3f, bytes 8..11 & 0x0f,
 // then OR the nibbles b[8..11]>>4 into bytes 12..15 and the top two bits
 // of b[0..7] (as bits 4–5) into bytes 8..15.
-#define R4SCALES2(BA, BB, SA0, SA1, SB0, SB1, MA, MB) \
+#define R4SCALES2(BA, BB, SA0, SA1, SB0, SB1, M) \
 	VMOVDQU 4(BA), X9; \
 	VINSERTI128 $1, 4(BB), Y9, Y9; \
 	VPSRLW $4, Y9, Y10; \
@@ -2464,12 +2466,8 @@ loop:
 	VPOR Y10, Y9, Y9; \
 	VPOR Y11, Y9, Y9; \
 	VPSHUFB kqScOrd2<>(SB), Y9, Y10; \
-	VPSHUFB kqMinDup2<>(SB), Y9, Y9; \
-	VPMOVZXBW X9, MA; \
-	VEXTRACTI128 $1, Y9, X9; \
-	VPMOVZXBW X9, MB; \
-	VPMADDWD 260(DI), MA, MA; \
-	VPMADDWD 260(DI), MB, MB; \
+	VPSHUFB kqMinOrd2<>(SB), Y9, Y9; \
+	VPMADDWD Y13, Y9, M; \
 	VPUNPCKLWD Y10, Y10, Y11; \
 	VPUNPCKHWD Y10, Y10, Y10; \
 	VMOVDQU X11, SA0(SP); \
@@ -2477,8 +2475,8 @@ loop:
 	VEXTRACTI128 $1, Y11, SB0(SP); \
 	VEXTRACTI128 $1, Y10, SB1(SP)
 
-// kqKM1, kqKM2, kqKM30: R4SCALES2's byte masks; kqScOrd2, kqMinDup2:
-// kqScOrd and kqMinDup in both 128-bit lanes.
+// kqKM1, kqKM2, kqKM30: R4SCALES2's byte masks; kqScOrd2: kqScOrd in both
+// 128-bit lanes; kqMinOrd2: the mins as uint16 in both lanes.
 DATA kqKM1<>+0(SB)/8, $0x3f3f3f3f3f3f3f3f
 DATA kqKM1<>+8(SB)/8, $0x000000000f0f0f0f
 DATA kqKM1<>+16(SB)/8, $0x3f3f3f3f3f3f3f3f
@@ -2499,11 +2497,19 @@ DATA kqScOrd2<>+8(SB)/8, $0x800b800a80098008
 DATA kqScOrd2<>+16(SB)/8, $0x8003800280018000
 DATA kqScOrd2<>+24(SB)/8, $0x800b800a80098008
 GLOBL kqScOrd2<>(SB), RODATA|NOPTR, $32
-DATA kqMinDup2<>+0(SB)/8, $0x0707060605050404
-DATA kqMinDup2<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
-DATA kqMinDup2<>+16(SB)/8, $0x0707060605050404
-DATA kqMinDup2<>+24(SB)/8, $0x0f0f0e0e0d0d0c0c
-GLOBL kqMinDup2<>(SB), RODATA|NOPTR, $32
+DATA kqMinOrd2<>+0(SB)/8, $0x8007800680058004
+DATA kqMinOrd2<>+8(SB)/8, $0x800f800e800d800c
+DATA kqMinOrd2<>+16(SB)/8, $0x8007800680058004
+DATA kqMinOrd2<>+24(SB)/8, $0x800f800e800d800c
+GLOBL kqMinOrd2<>(SB), RODATA|NOPTR, $32
+
+// R4BSUMS sets Y13 to the activation block's bsums pair sums
+// bsums[2j]+bsums[2j+1] (j = 0..7, int16: |each| ≤ 2·16·128) in both
+// 128-bit lanes.
+#define R4BSUMS \
+	VMOVDQU 260(DI), Y13; \
+	VPHADDW Y13, Y13, Y13; \
+	VPERMQ $0x88, Y13, Y13
 
 // R4PIECE adds the sub-blocks 2p and 2p+1 of the block at B (nibbles at
 // WO, activations at XA and XB, scale dwords at SA and SB) into IACC.
@@ -2546,19 +2552,24 @@ GLOBL kqMinDup2<>(SB), RODATA|NOPTR, $32
 	VPHADDD Y3, Y1, Y1; \
 	VEXTRACTI128 $1, Y1, X2; \
 	VPADDD X2, X1, X1; \
-	VPHADDD Y6, Y5, Y5; \
-	VPHADDD Y8, Y7, Y7; \
 	VPHADDD Y7, Y5, Y5; \
+	VPHADDD Y5, Y5, Y5; \
 	VEXTRACTI128 $1, Y5, X6; \
-	VPADDD X6, X5, X5; \
+	VPUNPCKLDQ X6, X5, X5; \
 	VPUNPCKLDQ X5, X1, X2; \
 	VPUNPCKHDQ X5, X1, X3; \
 	VINSERTI128 $1, X3, Y2, Y2; \
 	VCVTDQ2PS Y2, Y2; \
-	VMOVD 0(SI), X3; \
-	VPINSRD $1, 0(R10), X3, X3; \
-	VPINSRD $2, 0(R11), X3, X3; \
-	VPINSRD $3, 0(R12), X3, X3; \
+	MOVL 0(SI), AX; \
+	MOVL 0(R10), BX; \
+	SHLQ $32, BX; \
+	ORQ BX, AX; \
+	VMOVQ AX, X3; \
+	MOVL 0(R11), AX; \
+	MOVL 0(R12), BX; \
+	SHLQ $32, BX; \
+	ORQ BX, AX; \
+	VPINSRQ $1, AX, X3, X3; \
 	VCVTPH2PS X3, Y3; \
 	VANDPS kqAbs8<>(SB), Y3, Y4; \
 	VCMPPS $0, kqInf8<>(SB), Y4, Y4; \
@@ -2600,8 +2611,9 @@ GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 	BYTES($0x0f0f0f0f, X15, Y15)
 
 #define R4LOOP(PIECE) \
-	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5, Y6); \
-	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7, Y8); \
+	R4BSUMS; \
+	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5); \
+	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7); \
 	VPXOR Y1, Y1, Y1; \
 	VPXOR Y2, Y2, Y2; \
 	VPXOR Y3, Y3, Y3; \
