@@ -48,6 +48,15 @@ type actKernel func(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi in
 // whole weight's data.
 type matKernel func(dst []float32, w []byte, x []float32, n, rows, cols, lo, hi int)
 
+// matPieces is how many pieces per thread MatMul cuts a weight's rows (or
+// panels) into for its Pool (Pool.forPieces; never more than the work has
+// parallelMinMACs for): enough that a thread slowed for part of a matrix
+// hands the rest to the other, few enough that a piece stays a long
+// sequential stream (a 4096-row Q4_0 matrix at 2 threads: 8 pieces of 32
+// panels, 1.2 MB each). The Q8_K-activation path (matKQ) still splits in
+// fixed chunks.
+const matPieces = 4
+
 // parallelMinMACs is the least work (multiply-adds) worth handing to another
 // thread; below it the wake-up costs more than it saves. It only decides how
 // rows are split, never how one output is computed (tests lower it to force
@@ -123,7 +132,7 @@ func MatMul(p *Pool, dst []float32, w Weight, x []float32, n int) {
 		defer p.mu.Unlock()
 	}
 	p.mat = j
-	p.forLocked(units, parts, p.matFn)
+	p.forPieces(units, parts, min(parts, matPieces*p.threads), p.matFn)
 	p.mat = matJob{} // drop references to the caller's slices
 }
 

@@ -121,17 +121,17 @@ func matQ6_KAVX2(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	matQK(tensor.Q6_K, kqPanelsAVX2, q6kDotAVX2, q6kTile4AVX2, dst, w, xq, n, rows, cols, lo, hi)
 }
 
-// matQ4_KAVX512, matQ4_KVNNI and matQ4_KAMX take q4kDotAVX2 for their one-input rows
-// (decode): every set's dot has the same bits, and the AVX2 one streamed a
+// matQ4_KAVX512, matQ4_KVNNI and matQ4_KAMX take q4kDotAVX2 for the
+// one-input rows the four-row decode kernels (matqk_rows_amd64.go) leave
+// over: every set's dot has the same bits, and the AVX2 one streamed a
 // Q4_K row from L2 at 14.4–15.4 GB per CPU-second against 13.3–13.8 for
 // the VNNI dot and 12.3–13.7 for the AVX-512 one (BenchmarkDecodeStream,
-// thread CPU time, alternating runs on an AVX-512/AMX Xeon). A Q4_K_M
-// decode is bound by this kernel, not by memory, so that is its decode
-// rate. Why, by port counting: with no 512-bit work in flight its 256-bit
-// integer ops issue on ports 0, 1 and 5 and its scale broadcasts
-// (VPBROADCASTW from the stack) are loads, where the 512-bit dots have
-// ports 0 and 5 only and spend port 5 on VPERMW and VINSERTI64X4. The
-// four-input tiles keep their own set's kernels.
+// thread CPU time, alternating runs on an AVX-512/AMX Xeon). Why, by port
+// counting: with no 512-bit work in flight its 256-bit integer ops issue
+// on ports 0, 1 and 5 and its scale broadcasts (VPBROADCASTW from the
+// stack) are loads, where the 512-bit dots have ports 0 and 5 only and
+// spend port 5 on VPERMW and VINSERTI64X4. The four-input tiles keep their
+// own set's kernels.
 func matQ4_KAVX512(dst []float32, w, xq []byte, n, rows, cols, lo, hi int) {
 	matQK(tensor.Q4_K, kqPanelsAVX2, q4kDotAVX2, q4kTile4AVX512, dst, w, xq, n, rows, cols, lo, hi)
 }
@@ -226,11 +226,18 @@ func matQK(t tensor.DType, pt *kqPanels, dot qkDot, tile qkTile, dst []float32, 
 			// sequential weight streams in different pages, which the
 			// hardware prefetchers follow (farRows).
 			if h := farRows(r1-r0, 4, rb); h > 0 {
-				for j := r0; j < r0+h; j++ {
-					out[j] = dot(&w[j*rb], x, nb)
-					out[j+h] = dot(&w[(j+h)*rb], x, nb)
-					out[j+2*h] = dot(&w[(j+2*h)*rb], x, nb)
-					out[j+3*h] = dot(&w[(j+3*h)*rb], x, nb)
+				if r4 := kqRows4(t); r4 != nil {
+					// The four rows in one call (matqk_rows_amd64.go).
+					for j := r0; j < r0+h; j++ {
+						r4(&w[j*rb], h*rb, x, nb, &out[j], h*4)
+					}
+				} else {
+					for j := r0; j < r0+h; j++ {
+						out[j] = dot(&w[j*rb], x, nb)
+						out[j+h] = dot(&w[(j+h)*rb], x, nb)
+						out[j+2*h] = dot(&w[(j+2*h)*rb], x, nb)
+						out[j+3*h] = dot(&w[(j+3*h)*rb], x, nb)
+					}
 				}
 				r = r0 + 4*h
 			}

@@ -2427,3 +2427,361 @@ loop:
 	VZEROUPPER
 	RET
 
+
+// ---- 4 rows × 1 input (decode): the Q4_K rows at w, w+ws, w+2ws, w+3ws
+// against one activation row, outputs to out[k·os bytes]. Per row the same
+// integer sums (exact, so their order is free) and the same float
+// operations, in the same order and operand order, as q4kDotAVX2: what
+// four rows share is the reductions and the float steps, which run side
+// by side in the lanes of one YMM (row k's in lanes 2k and 2k+1: I and M,
+// then d·dx and dmin·dx, then the difference in lane 2k), and the
+// activation scale. Each row's 8 scales are stored once per super-block as
+// 8 dwords [sc, sc] at 32k(SP), so a sub-block's scale vector is a
+// VPBROADCASTD load (no shuffle port) or, in the VNNI form, an embedded
+// broadcast of VPDPWSSD.
+//
+// Registers: SI, R10, R11, R12 the four rows' blocks, DI the activation
+// block, CX blocks left; Y0 the running sums, Y1–Y4 the rows' I vectors,
+// Y5 and Y7 rows 0–1's and 2–3's M partial sums (mins·bsums pairs), Y13
+// the bsums pair sums, Y6, Y8–Y12 temporaries, Y15 0x0f.
+
+// R4SCALES2 unpacks the scales of two blocks, BA's as 8 dwords [sc, sc] to
+// SA0(SP) and SA1(SP) and BB's to SB0(SP) and SB1(SP), and sets M to their
+// mins·(bsums pairs) as 4 int32 partial sums each (BA's in the low 128-bit
+// lane), from the pair sums in Y13 (R4BSUMS). BA's block is in the low
+// lane, BB's in the high one, and KRAW's bit operations run in vector
+// registers: bytes 0..7 of the packed scales & 0x3f, bytes 8..11 & 0x0f,
+// then OR the nibbles b[8..11]>>4 into bytes 12..15 and the top two bits
+// of b[0..7] (as bits 4–5) into bytes 8..15.
+#define R4SCALES2(BA, BB, SA0, SA1, SB0, SB1, M) \
+	VMOVDQU 4(BA), X9; \
+	VINSERTI128 $1, 4(BB), Y9, Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND kqKM2<>(SB), Y10, Y10; \
+	VPSLLDQ $4, Y10, Y10; \
+	VPSRLW $2, Y9, Y11; \
+	VPAND kqKM30<>(SB), Y11, Y11; \
+	VPSLLDQ $8, Y11, Y11; \
+	VPAND kqKM1<>(SB), Y9, Y9; \
+	VPOR Y10, Y9, Y9; \
+	VPOR Y11, Y9, Y9; \
+	VPSHUFB kqScOrd2<>(SB), Y9, Y10; \
+	VPSHUFB kqMinOrd2<>(SB), Y9, Y9; \
+	VPMADDWD Y13, Y9, M; \
+	VPUNPCKLWD Y10, Y10, Y11; \
+	VPUNPCKHWD Y10, Y10, Y10; \
+	VMOVDQU X11, SA0(SP); \
+	VMOVDQU X10, SA1(SP); \
+	VEXTRACTI128 $1, Y11, SB0(SP); \
+	VEXTRACTI128 $1, Y10, SB1(SP)
+
+// kqKM1, kqKM2, kqKM30: R4SCALES2's byte masks; kqScOrd2: kqScOrd in both
+// 128-bit lanes; kqMinOrd2: the mins as uint16 in both lanes.
+DATA kqKM1<>+0(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA kqKM1<>+8(SB)/8, $0x000000000f0f0f0f
+DATA kqKM1<>+16(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA kqKM1<>+24(SB)/8, $0x000000000f0f0f0f
+GLOBL kqKM1<>(SB), RODATA|NOPTR, $32
+DATA kqKM2<>+0(SB)/8, $0
+DATA kqKM2<>+8(SB)/8, $0x000000000f0f0f0f
+DATA kqKM2<>+16(SB)/8, $0
+DATA kqKM2<>+24(SB)/8, $0x000000000f0f0f0f
+GLOBL kqKM2<>(SB), RODATA|NOPTR, $32
+DATA kqKM30<>+0(SB)/8, $0x3030303030303030
+DATA kqKM30<>+8(SB)/8, $0
+DATA kqKM30<>+16(SB)/8, $0x3030303030303030
+DATA kqKM30<>+24(SB)/8, $0
+GLOBL kqKM30<>(SB), RODATA|NOPTR, $32
+DATA kqScOrd2<>+0(SB)/8, $0x8003800280018000
+DATA kqScOrd2<>+8(SB)/8, $0x800b800a80098008
+DATA kqScOrd2<>+16(SB)/8, $0x8003800280018000
+DATA kqScOrd2<>+24(SB)/8, $0x800b800a80098008
+GLOBL kqScOrd2<>(SB), RODATA|NOPTR, $32
+DATA kqMinOrd2<>+0(SB)/8, $0x8007800680058004
+DATA kqMinOrd2<>+8(SB)/8, $0x800f800e800d800c
+DATA kqMinOrd2<>+16(SB)/8, $0x8007800680058004
+DATA kqMinOrd2<>+24(SB)/8, $0x800f800e800d800c
+GLOBL kqMinOrd2<>(SB), RODATA|NOPTR, $32
+
+// R4BSUMS sets Y13 to the activation block's bsums pair sums
+// bsums[2j]+bsums[2j+1] (j = 0..7, int16: |each| ≤ 2·16·128) in both
+// 128-bit lanes.
+#define R4BSUMS \
+	VMOVDQU 260(DI), Y13; \
+	VPHADDW Y13, Y13, Y13; \
+	VPERMQ $0x88, Y13, Y13
+
+// R4PIECE adds the sub-blocks 2p and 2p+1 of the block at B (nibbles at
+// WO, activations at XA and XB, scale dwords at SA and SB) into IACC.
+#define R4PIECE(B, WO, XA, XB, SA, SB, IACC) \
+	VMOVDQU WO(B), Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND Y15, Y9, Y9; \
+	VPAND Y15, Y10, Y10; \
+	VPMADDUBSW XA(DI), Y9, Y9; \
+	VPMADDUBSW XB(DI), Y10, Y10; \
+	VPBROADCASTD SA(SP), Y11; \
+	VPBROADCASTD SB(SP), Y12; \
+	VPMADDWD Y11, Y9, Y9; \
+	VPMADDWD Y12, Y10, Y10; \
+	VPADDD Y9, IACC, IACC; \
+	VPADDD Y10, IACC, IACC
+
+// R4PIECEV is R4PIECE with VPDPWSSD (AVX-512 VL + VNNI) and the scale
+// dwords as its embedded broadcast.
+#define R4PIECEV(B, WO, XA, XB, SA, SB, IACC) \
+	VMOVDQU WO(B), Y9; \
+	VPSRLW $4, Y9, Y10; \
+	VPAND Y15, Y9, Y9; \
+	VPAND Y15, Y10, Y10; \
+	VPMADDUBSW XA(DI), Y9, Y9; \
+	VPMADDUBSW XB(DI), Y10, Y10; \
+	VPDPWSSD.BCST SA(SP), Y9, IACC; \
+	VPDPWSSD.BCST SB(SP), Y10, IACC
+
+#define R4ROW(PIECE, B, S, IACC) \
+	PIECE(B, 16, 4, 36, S+0, S+4, IACC); \
+	PIECE(B, 48, 68, 100, S+8, S+12, IACC); \
+	PIECE(B, 80, 132, 164, S+16, S+20, IACC); \
+	PIECE(B, 112, 196, 228, S+24, S+28, IACC)
+
+// R4FIN adds the four rows' d·dx·I − dmin·dx·M to Y0's even lanes.
+#define R4FIN \
+	VPHADDD Y2, Y1, Y1; \
+	VPHADDD Y4, Y3, Y3; \
+	VPHADDD Y3, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPADDD X2, X1, X1; \
+	VPHADDD Y7, Y5, Y5; \
+	VPHADDD Y5, Y5, Y5; \
+	VEXTRACTI128 $1, Y5, X6; \
+	VPUNPCKLDQ X6, X5, X5; \
+	VPUNPCKLDQ X5, X1, X2; \
+	VPUNPCKHDQ X5, X1, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VCVTDQ2PS Y2, Y2; \
+	MOVL 0(SI), AX; \
+	MOVL 0(R10), BX; \
+	SHLQ $32, BX; \
+	ORQ BX, AX; \
+	VMOVQ AX, X3; \
+	MOVL 0(R11), AX; \
+	MOVL 0(R12), BX; \
+	SHLQ $32, BX; \
+	ORQ BX, AX; \
+	VPINSRQ $1, AX, X3, X3; \
+	VCVTPH2PS X3, Y3; \
+	VANDPS kqAbs8<>(SB), Y3, Y4; \
+	VCMPPS $0, kqInf8<>(SB), Y4, Y4; \
+	VBLENDVPS Y4, kqNaN8<>(SB), Y3, Y3; \
+	VBROADCASTSS 0(DI), Y4; \
+	VMULPS Y4, Y3, Y3; \
+	VMULPS Y3, Y2, Y2; \
+	VMOVSHDUP Y2, Y3; \
+	VSUBPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0
+
+// kqAbs8, kqInf8, kqNaN8: kqAbs, kqInf and kqNaN over 8 lanes.
+DATA kqAbs8<>+0(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+8(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+16(SB)/8, $0x7fffffff7fffffff
+DATA kqAbs8<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL kqAbs8<>(SB), RODATA|NOPTR, $32
+DATA kqInf8<>+0(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+8(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+16(SB)/8, $0x7f8000007f800000
+DATA kqInf8<>+24(SB)/8, $0x7f8000007f800000
+GLOBL kqInf8<>(SB), RODATA|NOPTR, $32
+DATA kqNaN8<>+0(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+8(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+16(SB)/8, $0x7fc000007fc00000
+DATA kqNaN8<>+24(SB)/8, $0x7fc000007fc00000
+GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
+
+#define R4BODY \
+	MOVQ w+0(FP), SI; \
+	MOVQ ws+8(FP), R10; \
+	MOVQ x+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	ADDQ SI, R10; \
+	MOVQ ws+8(FP), AX; \
+	LEAQ (R10)(AX*1), R11; \
+	LEAQ (R11)(AX*1), R12; \
+	VXORPS Y0, Y0, Y0; \
+	BYTES($0x0f0f0f0f, X15, Y15)
+
+#define R4LOOP(PIECE) \
+	R4BSUMS; \
+	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5); \
+	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7); \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	VPXOR Y4, Y4, Y4; \
+	R4ROW(PIECE, SI, 0, Y1); \
+	R4ROW(PIECE, R10, 32, Y2); \
+	R4ROW(PIECE, R11, 64, Y3); \
+	R4ROW(PIECE, R12, 96, Y4); \
+	R4FIN; \
+	ADDQ $144, SI; \
+	ADDQ $144, R10; \
+	ADDQ $144, R11; \
+	ADDQ $144, R12; \
+	ADDQ $292, DI
+
+// R4OUT stores Y0's lanes 0, 2, 4, 6 to out, out+os, out+2os, out+3os.
+#define R4OUT \
+	MOVQ out+32(FP), R13; \
+	MOVQ os+40(FP), BX; \
+	VMOVSS X0, 0(R13); \
+	VEXTRACTPS $2, X0, (R13)(BX*1); \
+	VEXTRACTF128 $1, Y0, X1; \
+	LEAQ (R13)(BX*2), R13; \
+	VMOVSS X1, 0(R13); \
+	VEXTRACTPS $2, X1, (R13)(BX*1); \
+	VZEROUPPER
+
+// func q4kRows4AVX2(w *byte, ws int, x *byte, nb int, out *float32, os int)
+TEXT ·q4kRows4AVX2(SB), NOSPLIT, $128-48
+	R4BODY
+r4loop:
+	R4LOOP(R4PIECE)
+	DECQ CX
+	JNZ r4loop
+	R4OUT
+	RET
+
+// func q4kRows4VNNI(w *byte, ws int, x *byte, nb int, out *float32, os int)
+TEXT ·q4kRows4VNNI(SB), NOSPLIT, $128-48
+	R4BODY
+r4vloop:
+	R4LOOP(R4PIECEV)
+	DECQ CX
+	JNZ r4vloop
+	R4OUT
+	RET
+
+// ---- Q6_K, 4 rows × 1 input (decode): as q4kRows4 for Q6_K, each row's
+// integer sum formed as in q6kDotAVX2 (exact, so its order is free), the
+// four rows' I reduced together and their float steps (d·dx, then ·I,
+// then + s, as D6 and HSUM6) run in the lanes of one XMM (row k in lane
+// k). Registers: SI, R10, R11, R12 the four rows' blocks, DI the
+// activation block, CX blocks left; X0 the running sums, Y1, Y2, Y5, Y13
+// the rows' I vectors, Y3, Y4, Y6–Y12 temporaries, Y14 0x30, Y15 0x0f.
+
+// Q6MAC adds the int16 pairs of P times those of S into ACC (P clobbered).
+#define Q6MAC(S, P, ACC) \
+	VPMADDWD S, P, P; \
+	VPADDD P, ACC, ACC
+
+// Q6MACV is Q6MAC with VNNI's VPDPWSSD.
+#define Q6MACV(S, P, ACC) \
+	VPDPWSSD S, P, ACC
+
+// Q6HALF adds half h of the block at B (low bits at L0, L1, high bits at
+// HB, scales selected by PERM from Y3, activations at XO..XO+96) to ACC.
+#define Q6HALF(MAC, B, L0, L1, HB, PERM, XO0, XO1, XO2, XO3, ACC) \
+	VMOVDQU L0(B), Y6; \
+	VMOVDQU L1(B), Y7; \
+	VMOVDQU HB(B), Y10; \
+	VPERMQ PERM, Y3, Y11; \
+	VPAND Y15, Y6, Y8; \
+	VPSLLW $4, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO0(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+0(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPAND Y15, Y7, Y8; \
+	VPSLLW $2, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO1(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+32(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPSRLW $4, Y6, Y8; \
+	VPAND Y15, Y8, Y8; \
+	VPAND Y14, Y10, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO2(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+64(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC); \
+	VPSRLW $4, Y7, Y8; \
+	VPAND Y15, Y8, Y8; \
+	VPSRLW $2, Y10, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPOR Y9, Y8, Y8; \
+	VPMADDUBSW XO3(DI), Y8, Y8; \
+	VPSHUFB kqShuf6<>+96(SB), Y11, Y12; \
+	MAC(Y12, Y8, ACC)
+
+// Q6ROW sets ACC to the block at B's I: −32·Σ sc·bsums, then both halves.
+#define Q6ROW(MAC, B, ACC) \
+	VPMOVSXBW 192(B), Y3; \
+	VPMADDWD 260(DI), Y3, Y4; \
+	VPSLLD $5, Y4, Y4; \
+	VPXOR ACC, ACC, ACC; \
+	VPSUBD Y4, ACC, ACC; \
+	Q6HALF(MAC, B, 0, 32, 128, $0x44, 4, 36, 68, 100, ACC); \
+	Q6HALF(MAC, B, 64, 96, 160, $0xee, 132, 164, 196, 228, ACC)
+
+// Q6FIN adds the four rows' d·dx·I to X0's lanes.
+#define Q6FIN \
+	VPHADDD Y2, Y1, Y1; \
+	VPHADDD Y13, Y5, Y5; \
+	VPHADDD Y5, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPADDD X2, X1, X1; \
+	VCVTDQ2PS X1, X1; \
+	MOVWLZX 208(SI), AX; \
+	VMOVD AX, X3; \
+	VPINSRW $1, 208(R10), X3, X3; \
+	VPINSRW $2, 208(R11), X3, X3; \
+	VPINSRW $3, 208(R12), X3, X3; \
+	VCVTPH2PS X3, X3; \
+	FIXNAN(X3, X4); \
+	VBROADCASTSS 0(DI), X4; \
+	VMULPS X4, X3, X3; \
+	VMULPS X3, X1, X1; \
+	VADDPS X1, X0, X0
+
+#define Q6R4(name, MAC) \
+TEXT name(SB), NOSPLIT, $0-48; \
+	MOVQ w+0(FP), SI; \
+	MOVQ ws+8(FP), AX; \
+	MOVQ x+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	LEAQ (SI)(AX*1), R10; \
+	LEAQ (R10)(AX*1), R11; \
+	LEAQ (R11)(AX*1), R12; \
+	VXORPS X0, X0, X0; \
+	BYTES($0x0f0f0f0f, X15, Y15); \
+	BYTES($0x30303030, X14, Y14); \
+loop: \
+	Q6ROW(MAC, SI, Y1); \
+	Q6ROW(MAC, R10, Y2); \
+	Q6ROW(MAC, R11, Y5); \
+	Q6ROW(MAC, R12, Y13); \
+	Q6FIN; \
+	ADDQ $210, SI; \
+	ADDQ $210, R10; \
+	ADDQ $210, R11; \
+	ADDQ $210, R12; \
+	ADDQ $292, DI; \
+	DECQ CX; \
+	JNZ loop; \
+	MOVQ out+32(FP), R13; \
+	MOVQ os+40(FP), BX; \
+	VMOVSS X0, 0(R13); \
+	VEXTRACTPS $1, X0, (R13)(BX*1); \
+	LEAQ (R13)(BX*2), R13; \
+	VEXTRACTPS $2, X0, 0(R13); \
+	VEXTRACTPS $3, X0, (R13)(BX*1); \
+	VZEROUPPER; \
+	RET
+
+// func q6kRows4AVX2(w *byte, ws int, x *byte, nb int, out *float32, os int)
+Q6R4(·q6kRows4AVX2, Q6MAC)
+
+// func q6kRows4VNNI(w *byte, ws int, x *byte, nb int, out *float32, os int)
+Q6R4(·q6kRows4VNNI, Q6MACV)

@@ -33,8 +33,11 @@ type Pool struct {
 	pending atomic.Int32
 
 	// The current call, published to helper k by the increment of its gen.
-	n, parts int
-	fn       func(lo, hi int)
+	// With chunks > 0 the call's [0,n) is cut into chunks pieces: part k
+	// runs piece k, then takes the next unclaimed one from next.
+	n, parts, chunks int
+	fn               func(lo, hi int)
+	next             atomic.Int32
 
 	// Preallocated jobs so MatMul does not build a closure (an allocation) per call.
 	mat     matJob
@@ -118,8 +121,21 @@ func (p *Pool) runChunk(chunk int) {
 			p.faultMu.Unlock()
 		}
 	}()
-	lo, hi := chunkBounds(p.n, p.parts, chunk)
-	p.fn(lo, hi)
+	p.runPart(chunk)
+}
+
+// runPart runs part k of the current call: its chunk, or with p.chunks its
+// first piece and then pieces claimed from p.next until none is left.
+func (p *Pool) runPart(k int) {
+	if p.chunks == 0 {
+		lo, hi := chunkBounds(p.n, p.parts, k)
+		p.fn(lo, hi)
+		return
+	}
+	for c := k; c < p.chunks; c = int(p.next.Add(1)) - 1 {
+		lo, hi := chunkBounds(p.n, p.chunks, c)
+		p.fn(lo, hi)
+	}
 }
 
 // await returns h.gen once it differs from seen: polling for spinFor, then
@@ -216,12 +232,29 @@ func (p *Pool) For(n int, fn func(lo, hi int)) {
 
 // forLocked runs fn over [0,n) in min(parts, n, threads) chunks; p.mu is held.
 func (p *Pool) forLocked(n, parts int, fn func(lo, hi int)) {
+	p.forPieces(n, parts, 0, fn)
+}
+
+// forPieces is forLocked with [0,n) cut into min(pieces, n) contiguous
+// pieces that the min(parts, n, threads) goroutines claim as they finish
+// (each starts with its own; pieces ≤ parts: forLocked's fixed chunks).
+// Why: a matrix split into one fixed half per thread ends when the slower
+// half does, and a thread that lost its core for a while (a shared
+// machine, an interrupt) or read from a busier memory channel leaves the
+// other spinning; with pieces the faster thread takes over the rest. fn
+// must not depend on which goroutine runs a piece: MatMul's outputs do not
+// (each output row is computed whole by one call, in its one order).
+func (p *Pool) forPieces(n, parts, pieces int, fn func(lo, hi int)) {
 	parts = min(parts, n, p.threads)
 	if p.closed || parts <= 1 {
 		fn(0, n)
 		return
 	}
-	p.n, p.parts, p.fn = n, parts, fn
+	if pieces = min(pieces, n); pieces <= parts {
+		pieces = 0
+	}
+	p.n, p.parts, p.chunks, p.fn = n, parts, pieces, fn
+	p.next.Store(int32(parts))
 	p.pending.Store(int32(parts - 1))
 	for k := 0; k < parts-1; k++ {
 		p.signal(k)
@@ -239,8 +272,7 @@ func (p *Pool) forLocked(n, parts int, fn func(lo, hi int)) {
 			panic(f) // a helper's memory fault, raised where the call came from
 		}
 	}()
-	lo, hi := chunkBounds(n, parts, 0)
-	fn(lo, hi)
+	p.runPart(0)
 	returned = true
 }
 
