@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/tensor"
@@ -29,9 +30,13 @@ import (
 // tile of 16 groups × 16 weight rows × 4 bytes (the VNNI layout: group g
 // holds the 16 rows' values 4g…4g+3). The sums are exact: |Σ hi·q| ≤
 // 256·16·128 and 256 times that below 2^31, and int32 addition wraps the
-// same in any order, so I is the row kernels' I. Q4_K/Q5_K's M is the VNNI
-// panel tile's: VPDPWSSD of the rows' (m_j, m_j) pairs by the input's
-// (bsums[2j], bsums[2j+1]). (A third plane holding m_j at every value, M
+// same in any order, so I is the row kernels' I. Q4_K/Q5_K's M is the same
+// integer as the VNNI panel tile's (VPDPWSSD of the rows' (m_j, m_j) pairs
+// by the input's (bsums[2j], bsums[2j+1])), formed in half the
+// instructions: VPDPWSSD of the rows' (m_2u, m_2u+1) pairs by the input's
+// sub-block sums (s_2u, s_2u+1), s_j = bsums[2j] + bsums[2j+1] (|s_j| ≤
+// 32·127 fits int16; the epilogue's eight VPDPWSSD per input and block
+// were a third of its vector work). (A third plane holding m_j at every value, M
 // as four more tile products, ran 0.77–0.93× of this for Q4_K at 512
 // inputs in three alternating runs, Q5_K 0.78–1.33×: the planes stream
 // from L2, and it made them 12 KiB a super-block instead of 8.5.) The
@@ -50,7 +55,7 @@ import (
 //	[32,64)     16 f16 dmin           [32,64)     unused
 //	[64,4160)   lo, 64 groups         [64,4160)   lo
 //	[4160,8256) hi                    [4160,8256) hi
-//	[8256,8768) (m_j, m_j) int16 pairs, 16 rows, j = 0…7
+//	[8256,8512) (m_2u, m_2u+1) int16 pairs, 16 rows, u = 0…3
 //
 // A call's inputs go in tiles of 16; a last partial tile is copied into a
 // zero-padded scratch of 16 rows and only its real outputs are stored, so
@@ -63,7 +68,7 @@ import (
 // this one: BenchmarkKQuantAMX, 512 inputs, three alternating runs.)
 
 const (
-	kqaSM = 64 + 2*4096 + 512 // bytes of one super-block of a Q4_K/Q5_K AMX panel
+	kqaSM = 64 + 2*4096 + 256 // bytes of one super-block of a Q4_K/Q5_K AMX panel
 	kqa6  = 64 + 2*4096       // of a Q6_K AMX panel
 )
 
@@ -122,12 +127,13 @@ func kqAMXFrom6(dst, src *byte, nb int)
 
 // kqaScales is the bytes per group and super-block of the inputs'
 // scales a t tile reads: 16 float32 dx, and for Q4_K/Q5_K the 16 inputs'
-// bsums (32 bytes each) after them.
+// sub-block sum pairs (s_2u, s_2u+1), u = 0…3, as int16 (16 bytes each)
+// after them.
 func kqaScales(t tensor.DType) int {
 	if t == tensor.Q6_K {
 		return 64
 	}
-	return 64 + 16*32
+	return 64 + 16*16
 }
 
 // kqAMXBlk is the byte length of one super-block of a t AMX panel.
@@ -156,7 +162,7 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 
 	// One scratch for everything: the AMX panels of a row block, a VNNI
 	// panel, the inputs' scales per group and block (16 float32, and for
-	// Q4_K/Q5_K the 16 inputs' bsums, 32 bytes each, after them), the
+	// Q4_K/Q5_K the 16 inputs' sub-block sum pairs after them), the
 	// padded last tile when it is partial, and the C tile buffers.
 	ds := kqaScales(t)
 	np0 := min(step, full-lo) / PanelRows
@@ -180,7 +186,13 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 				blk := xq[(16*g+k)*xb+b*q8kBlk:]
 				copy(dxs[o+4*k:o+4*k+4], blk[:4])
 				if ds > 64 {
-					copy(dxs[o+64+32*k:o+96+32*k], blk[260:292])
+					// s_j = bsums[2j] + bsums[2j+1], exact in int16.
+					sp := dxs[o+64+16*k : o+80+16*k]
+					for j := range 8 {
+						b0 := int16(binary.LittleEndian.Uint16(blk[260+4*j:]))
+						b1 := int16(binary.LittleEndian.Uint16(blk[262+4*j:]))
+						binary.LittleEndian.PutUint16(sp[2*j:], uint16(b0+b1))
+					}
 				}
 			}
 		}
