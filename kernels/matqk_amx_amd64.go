@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/sluicehq/sluice/tensor"
 )
 
@@ -186,12 +188,15 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 				blk := xq[(16*g+k)*xb+b*q8kBlk:]
 				copy(dxs[o+4*k:o+4*k+4], blk[:4])
 				if ds > 64 {
-					// s_j = bsums[2j] + bsums[2j+1], exact in int16.
+					// s_j = bsums[2j] + bsums[2j+1] (exact in int16), two
+					// at a time: four int16 in a word, each pair's sum
+					// mod 2^16 in the low half of a 32-bit slot.
 					sp := dxs[o+64+16*k : o+80+16*k]
-					for j := range 8 {
-						b0 := int16(binary.LittleEndian.Uint16(blk[260+4*j:]))
-						b1 := int16(binary.LittleEndian.Uint16(blk[262+4*j:]))
-						binary.LittleEndian.PutUint16(sp[2*j:], uint16(b0+b1))
+					for u := range 4 {
+						x := binary.LittleEndian.Uint64(blk[260+8*u:])
+						const lo = 0x0000ffff0000ffff
+						v := (x&lo + x>>16&lo) & lo
+						binary.LittleEndian.PutUint32(sp[4*u:], uint32(v)|uint32(v>>32)<<16)
 					}
 				}
 			}
@@ -215,7 +220,11 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 		np := (r1 - r0) / PanelRows
 		for p := range np {
 			r := r0 + p*PanelRows
-			kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
+			if t != tensor.Q6_K && kqScalesFast {
+				kqPanelizeSM16(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb)
+			} else {
+				kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
+			}
 			from(&buf[p*pb], &vp[0], nb)
 		}
 		for g := range groups {
@@ -229,3 +238,42 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 	putPanelScratch(buf)
 	return full
 }
+
+// kqScalesSM16 writes bytes [0, kqpLevelsSM) of a Q4_K/Q5_K panel
+// super-block at dst (16 rows' d, dmin, scales as int32 and (m, m) min
+// pairs: kqPanelize's layout with words false) from the 16 rows' block
+// heads at src + k·rb, with panelizeSMScales's bytes (matqk_scales_amd64.s:
+// the 6-bit unpacking of four rows per vector, then a byte transpose;
+// needs AVX-512 VBMI). In Go the scales took 3–4% of a 110m Q4_K_M
+// prefill, more than the levels' transposition.
+//
+//go:noescape
+func kqScalesSM16(dst, src *byte, rb int)
+
+// kqScalesFast is set where kqScalesSM16 may run: the AMX set, whose CPUs
+// all have VBMI (checked all the same).
+var kqScalesFast bool
+
+func init() {
+	addSelector(func(c isaLevel) { kqScalesFast = c >= isaAMX && cpuVNNI && cpuHasVBMI() })
+}
+
+// kqPanelizeSM16 is kqPanelize(t, dst, src, nb, rb, false) for Q4_K and
+// Q5_K with the scales unpacked by kqScalesSM16: the same bytes.
+func kqPanelizeSM16(t tensor.DType, dst, src []byte, nb, rb int) {
+	bb := t.BlockBytes()
+	_ = src[(PanelRows-1)*rb+nb*bb-1] // every row's blocks, for the assembly
+	_ = dst[nb*kqpSM-1]
+	for b := range nb {
+		d := dst[b*kqpSM:]
+		kqScalesSM16(&d[0], &src[b*bb], rb)
+		if t == tensor.Q4_K {
+			kqLevelsQ4AVX2(&d[kqpLevelsSM], &src[b*bb+16], rb)
+		} else {
+			kqLevelsQ5AVX2(&d[kqpLevelsSM], &src[b*bb+48], rb, -32)
+		}
+	}
+}
+
+// cpuHasVBMI reports AVX-512 VBMI (kqScalesSM16's VPERMI2B).
+func cpuHasVBMI() bool { return cpu.X86.HasAVX512VBMI }
