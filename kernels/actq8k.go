@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/sluicehq/sluice/tensor"
@@ -125,7 +126,7 @@ func matKQ(p *Pool, k kqKernel, dst []float32, w Weight, x []float32, n int) {
 	} else {
 		j.quant(0, n)
 	}
-	p.forLocked(w.Rows, parts, j.runFn)
+	p.forPieces(w.Rows, parts, min(parts, matPieces*p.threads), j.runFn)
 }
 
 // q8kBlockImpl, when set (amd64 from AVX2 up), quantizes the blocks it
@@ -202,4 +203,67 @@ func quantizeBlockQ8K(dst []byte, x []float32) {
 func nearest(f float32) int32 {
 	v := f + 12582912
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
+}
+
+// Product is one weight and its output for MatMulShared.
+type Product struct {
+	Dst []float32
+	W   Weight
+}
+
+// MatMulShared is MatMul of each product's weight over the same n input rows
+// x: Dst = W · x for every product, in order. When every weight takes Q8_K
+// activations (Q4_K, Q5_K, Q6_K with a fast kernel installed) and they have
+// the same Cols, x is quantized once for all of them: a layer's q, k and v
+// (or gate and up) had quantized the same rows two or three times, 3–5% of
+// a K-quant prefill. Quantizing a row is deterministic, so the results are
+// those of separate MatMul calls, bit for bit; otherwise it makes them. It
+// panics as MatMul does. It does not allocate.
+func MatMulShared(p *Pool, x []float32, n int, prods ...Product) {
+	shared := len(prods) > 1
+	for _, pr := range prods {
+		w := pr.W
+		if err := w.Validate(); err != nil {
+			panic(err)
+		}
+		if n < 0 || len(x) < n*w.Cols || len(pr.Dst) < n*w.Rows {
+			panic(fmt.Sprintf("kernels: MatMulShared: %d×%d weight, n=%d: len(x)=%d (want ≥%d), len(dst)=%d (want ≥%d)",
+				w.Rows, w.Cols, n, len(x), n*w.Cols, len(pr.Dst), n*w.Rows))
+		}
+		if kqKernelFor(w.DType) == nil || w.Cols != prods[0].W.Cols || w.Rows == 0 {
+			shared = false
+		}
+	}
+	if !shared || n == 0 {
+		for _, pr := range prods {
+			MatMul(p, pr.Dst, pr.W, x, n)
+		}
+		return
+	}
+	j := getKQ()
+	defer putKQ(j)
+	cols := prods[0].W.Cols
+	nb := cols / tensor.QK_K
+	j.x, j.n, j.cols = x, n, cols
+	j.xq = grow(j.xq, n*nb*q8kBlk)
+	if p == nil || p.threads == 1 {
+		j.quant(0, n)
+		for _, pr := range prods {
+			j.k, j.dst, j.w, j.rows = kqKernelFor(pr.W.DType), pr.Dst, pr.W.Data, pr.W.Rows
+			j.run(0, j.rows)
+		}
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n > 1 && n*cols >= parallelMinQuant {
+		p.forLocked(n, p.threads, j.quantFn)
+	} else {
+		j.quant(0, n)
+	}
+	for _, pr := range prods {
+		j.k, j.dst, j.w, j.rows = kqKernelFor(pr.W.DType), pr.Dst, pr.W.Data, pr.W.Rows
+		parts := 1 + j.rows*cols*n/parallelMinMACs
+		p.forPieces(j.rows, parts, min(parts, matPieces*p.threads), j.runFn)
+	}
 }

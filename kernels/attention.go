@@ -90,7 +90,8 @@ func AttentionPool(p *Pool, dst, q []float32, rows int, kv KV, mask *Mask, s Att
 	}
 	per := len(scratch) / parts // ≥ kv.Len: parts ≤ threads
 	j := getAttnJob()
-	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, impl: impl, fn: j.fn}
+	*j = attnJob{dst: dst, q: q, kv: kv, mask: mask, s: s, scratch: scratch, per: per, items: items, parts: parts, impl: impl, fn: j.fn, cuts: j.cuts}
+	j.balance(rows)
 	// One index per part: For gives each thread one part (or, on a closed
 	// pool, runs them all inline), and part k owns scratch chunk k.
 	p.For(parts, j.fn)
@@ -114,13 +115,57 @@ type attnJob struct {
 	per, items, parts int
 	impl              func(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratch []float32, lo, hi int)
 	fn                func(lo, hi int)
+	// cuts, when not empty, are the parts' item bounds (parts+1 of them):
+	// whole rows, balanced by the rows' visible slots (balance).
+	cuts []int
 }
 
 func (j *attnJob) run(lo, hi int) {
 	for k := lo; k < hi; k++ {
 		a, b := chunkBounds(j.items, j.parts, k)
+		if len(j.cuts) > 0 {
+			a, b = j.cuts[k], j.cuts[k+1]
+		}
 		j.impl(j.dst, j.q, j.kv, j.mask, j.s, j.scratch[k*j.per:(k+1)*j.per], a, b)
 	}
+}
+
+// attnRowCost is the per-row work balance counts besides a row's visible
+// slots: the row's share of the calls, softmaxes and output clears.
+const attnRowCost = 16
+
+// balance sets j.cuts to whole-row bounds that give each part about the
+// same number of visible slots (plus attnRowCost a row), when there are at
+// least two rows per part; otherwise it leaves the equal item split. A
+// causal prompt chunk's row i sees i slots more than its first row: split
+// into equal halves of rows, the second thread had three times the first's
+// work, and the first spun (or yielded) until it was done. Which thread
+// computes an item never changes its bits.
+func (j *attnJob) balance(rows int) {
+	j.cuts = j.cuts[:0]
+	if rows < 2*j.parts {
+		return
+	}
+	total := 0
+	for i := range rows {
+		lo, hi, _ := visibleRange(j.kv, j.mask, i)
+		total += max(hi-lo, 0) + attnRowCost
+	}
+	j.cuts = append(j.cuts, 0)
+	acc, k := 0, 1
+	for i := range rows {
+		lo, hi, _ := visibleRange(j.kv, j.mask, i)
+		acc += max(hi-lo, 0) + attnRowCost
+		// Cut after row i once the parts so far have their share.
+		for k < j.parts && acc*j.parts >= total*k {
+			j.cuts = append(j.cuts, (i+1)*j.s.Heads)
+			k++
+		}
+	}
+	for len(j.cuts) <= j.parts {
+		j.cuts = append(j.cuts, rows*j.s.Heads)
+	}
+	j.cuts[j.parts] = j.items
 }
 
 // attnJobs is a free list of jobs: AttentionPool calls on different Pools may
@@ -145,7 +190,7 @@ func getAttnJob() *attnJob {
 }
 
 func putAttnJob(j *attnJob) {
-	*j = attnJob{fn: j.fn} // drop the references to the caller's slices
+	*j = attnJob{fn: j.fn, cuts: j.cuts[:0]} // drop the references to the caller's slices
 	attnJobs.Lock()
 	attnJobs.free = append(attnJobs.free, j)
 	attnJobs.Unlock()

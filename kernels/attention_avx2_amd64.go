@@ -73,7 +73,11 @@ func attnRowsAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV, mas
 		// in cache, where one row at a time streamed the whole KV from
 		// memory for every row of a prefill.
 		if nr := min(room/s.Heads, (hi-it)/s.Heads, attnRowBlock); h0 == 0 && nr >= 2 {
-			attnRowBlockAVX2(dst, q, kp, vp, kv, mask, s, scratch, per, i, nr, stride, pf, dots, axpy)
+			if attnWide && !kv.F16() {
+				attnRowBlockAVX512(dst, q, kv, mask, s, scratch, per, i, nr, stride, pf)
+			} else {
+				attnRowBlockAVX2(dst, q, kp, vp, kv, mask, s, scratch, per, i, nr, stride, pf, dots, axpy)
+			}
 			it += nr * s.Heads
 			continue
 		}

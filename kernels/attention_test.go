@@ -351,7 +351,7 @@ func TestAttentionPoolThreads(t *testing.T) {
 					width := sh.kvHeads * sh.headDim
 					for _, n := range []int{0, 1, 9, 40} {
 						kv := pagedKV(vec(r, n*width, k), vec(r, n*width, normal), n, width, 7)
-						for _, rows := range []int{1, 3} {
+						for _, rows := range []int{1, 3, 17} { // 17: split by balanced whole rows
 							for name, m := range maskKinds(r, rows, n) {
 								q := vec(r, rows*sh.heads*sh.headDim, k)
 								want := make([]float32, len(q))

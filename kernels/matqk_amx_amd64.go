@@ -3,7 +3,10 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/sluicehq/sluice/tensor"
 )
@@ -29,9 +32,13 @@ import (
 // tile of 16 groups × 16 weight rows × 4 bytes (the VNNI layout: group g
 // holds the 16 rows' values 4g…4g+3). The sums are exact: |Σ hi·q| ≤
 // 256·16·128 and 256 times that below 2^31, and int32 addition wraps the
-// same in any order, so I is the row kernels' I. Q4_K/Q5_K's M is the VNNI
-// panel tile's: VPDPWSSD of the rows' (m_j, m_j) pairs by the input's
-// (bsums[2j], bsums[2j+1]). (A third plane holding m_j at every value, M
+// same in any order, so I is the row kernels' I. Q4_K/Q5_K's M is the same
+// integer as the VNNI panel tile's (VPDPWSSD of the rows' (m_j, m_j) pairs
+// by the input's (bsums[2j], bsums[2j+1])), formed in half the
+// instructions: VPDPWSSD of the rows' (m_2u, m_2u+1) pairs by the input's
+// sub-block sums (s_2u, s_2u+1), s_j = bsums[2j] + bsums[2j+1] (|s_j| ≤
+// 32·127 fits int16; the epilogue's eight VPDPWSSD per input and block
+// were a third of its vector work). (A third plane holding m_j at every value, M
 // as four more tile products, ran 0.77–0.93× of this for Q4_K at 512
 // inputs in three alternating runs, Q5_K 0.78–1.33×: the planes stream
 // from L2, and it made them 12 KiB a super-block instead of 8.5.) The
@@ -50,7 +57,7 @@ import (
 //	[32,64)     16 f16 dmin           [32,64)     unused
 //	[64,4160)   lo, 64 groups         [64,4160)   lo
 //	[4160,8256) hi                    [4160,8256) hi
-//	[8256,8768) (m_j, m_j) int16 pairs, 16 rows, j = 0…7
+//	[8256,8512) (m_2u, m_2u+1) int16 pairs, 16 rows, u = 0…3
 //
 // A call's inputs go in tiles of 16; a last partial tile is copied into a
 // zero-padded scratch of 16 rows and only its real outputs are stored, so
@@ -63,7 +70,7 @@ import (
 // this one: BenchmarkKQuantAMX, 512 inputs, three alternating runs.)
 
 const (
-	kqaSM = 64 + 2*4096 + 512 // bytes of one super-block of a Q4_K/Q5_K AMX panel
+	kqaSM = 64 + 2*4096 + 256 // bytes of one super-block of a Q4_K/Q5_K AMX panel
 	kqa6  = 64 + 2*4096       // of a Q6_K AMX panel
 )
 
@@ -122,12 +129,13 @@ func kqAMXFrom6(dst, src *byte, nb int)
 
 // kqaScales is the bytes per group and super-block of the inputs'
 // scales a t tile reads: 16 float32 dx, and for Q4_K/Q5_K the 16 inputs'
-// bsums (32 bytes each) after them.
+// sub-block sum pairs (s_2u, s_2u+1), u = 0…3, as int16 (16 bytes each)
+// after them.
 func kqaScales(t tensor.DType) int {
 	if t == tensor.Q6_K {
 		return 64
 	}
-	return 64 + 16*32
+	return 64 + 16*16
 }
 
 // kqAMXBlk is the byte length of one super-block of a t AMX panel.
@@ -156,7 +164,7 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 
 	// One scratch for everything: the AMX panels of a row block, a VNNI
 	// panel, the inputs' scales per group and block (16 float32, and for
-	// Q4_K/Q5_K the 16 inputs' bsums, 32 bytes each, after them), the
+	// Q4_K/Q5_K the 16 inputs' sub-block sum pairs after them), the
 	// padded last tile when it is partial, and the C tile buffers.
 	ds := kqaScales(t)
 	np0 := min(step, full-lo) / PanelRows
@@ -180,7 +188,16 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 				blk := xq[(16*g+k)*xb+b*q8kBlk:]
 				copy(dxs[o+4*k:o+4*k+4], blk[:4])
 				if ds > 64 {
-					copy(dxs[o+64+32*k:o+96+32*k], blk[260:292])
+					// s_j = bsums[2j] + bsums[2j+1] (exact in int16), two
+					// at a time: four int16 in a word, each pair's sum
+					// mod 2^16 in the low half of a 32-bit slot.
+					sp := dxs[o+64+16*k : o+80+16*k]
+					for u := range 4 {
+						x := binary.LittleEndian.Uint64(blk[260+8*u:])
+						const lo = 0x0000ffff0000ffff
+						v := (x&lo + x>>16&lo) & lo
+						binary.LittleEndian.PutUint32(sp[4*u:], uint32(v)|uint32(v>>32)<<16)
+					}
 				}
 			}
 		}
@@ -203,7 +220,11 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 		np := (r1 - r0) / PanelRows
 		for p := range np {
 			r := r0 + p*PanelRows
-			kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
+			if t != tensor.Q6_K && kqScalesFast {
+				kqPanelizeSM16(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb)
+			} else {
+				kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
+			}
 			from(&buf[p*pb], &vp[0], nb)
 		}
 		for g := range groups {
@@ -217,3 +238,42 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 	putPanelScratch(buf)
 	return full
 }
+
+// kqScalesSM16 writes bytes [0, kqpLevelsSM) of a Q4_K/Q5_K panel
+// super-block at dst (16 rows' d, dmin, scales as int32 and (m, m) min
+// pairs: kqPanelize's layout with words false) from the 16 rows' block
+// heads at src + k·rb, with panelizeSMScales's bytes (matqk_scales_amd64.s:
+// the 6-bit unpacking of four rows per vector, then a byte transpose;
+// needs AVX-512 VBMI). In Go the scales took 3–4% of a 110m Q4_K_M
+// prefill, more than the levels' transposition.
+//
+//go:noescape
+func kqScalesSM16(dst, src *byte, rb int)
+
+// kqScalesFast is set where kqScalesSM16 may run: the AMX set, whose CPUs
+// all have VBMI (checked all the same).
+var kqScalesFast bool
+
+func init() {
+	addSelector(func(c isaLevel) { kqScalesFast = c >= isaAMX && cpuVNNI && cpuHasVBMI() })
+}
+
+// kqPanelizeSM16 is kqPanelize(t, dst, src, nb, rb, false) for Q4_K and
+// Q5_K with the scales unpacked by kqScalesSM16: the same bytes.
+func kqPanelizeSM16(t tensor.DType, dst, src []byte, nb, rb int) {
+	bb := t.BlockBytes()
+	_ = src[(PanelRows-1)*rb+nb*bb-1] // every row's blocks, for the assembly
+	_ = dst[nb*kqpSM-1]
+	for b := range nb {
+		d := dst[b*kqpSM:]
+		kqScalesSM16(&d[0], &src[b*bb], rb)
+		if t == tensor.Q4_K {
+			kqLevelsQ4AVX2(&d[kqpLevelsSM], &src[b*bb+16], rb)
+		} else {
+			kqLevelsQ5AVX2(&d[kqpLevelsSM], &src[b*bb+48], rb, -32)
+		}
+	}
+}
+
+// cpuHasVBMI reports AVX-512 VBMI (kqScalesSM16's VPERMI2B).
+func cpuHasVBMI() bool { return cpu.X86.HasAVX512VBMI }

@@ -62,10 +62,9 @@ GLOBL kqaIdxHi<>(SB), RODATA|NOPTR, $64
 	VPERMW Z0, Z29, Z2
 
 // SMSUBA is sub-block j of a Q4_K/Q5_K super-block: its 8 level groups
-// into the planes, and its rows' (m_j, m_j) int16 pairs copied.
+// into the planes.
 #define SMSUBA(j) \
 	SCW(64+64*j); \
-	VMOVDQU64 (576+64*j)(SI), Z3; \
 	PLANEG(1088+512*j+0, 64+512*j+0); \
 	PLANEG(1088+512*j+64, 64+512*j+64); \
 	PLANEG(1088+512*j+128, 64+512*j+128); \
@@ -73,8 +72,15 @@ GLOBL kqaIdxHi<>(SB), RODATA|NOPTR, $64
 	PLANEG(1088+512*j+256, 64+512*j+256); \
 	PLANEG(1088+512*j+320, 64+512*j+320); \
 	PLANEG(1088+512*j+384, 64+512*j+384); \
-	PLANEG(1088+512*j+448, 64+512*j+448); \
-	VMOVDQU64 Z3, (8256+64*j)(DI)
+	PLANEG(1088+512*j+448, 64+512*j+448)
+
+// MPAIR writes the rows' (m_2u, m_2u+1) int16 pairs: the low words of the
+// VNNI panel's (m_2u, m_2u) pairs, the high words of its (m_2u+1,
+// m_2u+1) pairs (K2 selects the odd words).
+#define MPAIR(u) \
+	VMOVDQU64 (576+128*u)(SI), Z3; \
+	VPBLENDMW (576+128*u+64)(SI), Z3, K2, Z3; \
+	VMOVDQU64 Z3, (8256+64*u)(DI)
 
 // Q6SUBA is sub-block s of a Q6_K super-block: its 4 level groups.
 #define Q6SUBA(s) \
@@ -95,12 +101,18 @@ TEXT ·kqAMXFromSM(SB), NOSPLIT, $0-24
 	MOVQ nb+16(FP), CX
 	PLANECONST
 	VPXORD Z27, Z27, Z27
+	MOVL $0xaaaaaaaa, AX
+	KMOVD AX, K2
 	TESTQ CX, CX
 	JZ done
 block:
 	VMOVDQU64 (SI), Z0
 	VMOVDQU64 Z0, (DI)
 
+	MPAIR(0)
+	MPAIR(1)
+	MPAIR(2)
+	MPAIR(3)
 	SMSUBA(0)
 	SMSUBA(1)
 	SMSUBA(2)
@@ -110,7 +122,7 @@ block:
 	SMSUBA(6)
 	SMSUBA(7)
 	ADDQ $5184, SI
-	ADDQ $8768, DI
+	ADDQ $8512, DI
 	DECQ CX
 	JNZ block
 done:
@@ -165,10 +177,11 @@ done:
 // R10 + k·R11), CX 64 (the planes' and C buffers' row stride), SI the C
 // buffer being stored, R15 the one whose float steps run, R13 that one's
 // super-block, R12 its inputs' scales (16 float32 dx, then for Q4_K/Q5_K
-// their bsums, 32 bytes each), DX super-blocks left,
+// their four (s_2u, s_2u+1) sub-block sum pairs, 16 bytes each), DX
+// super-blocks left,
 // R9 panels left, R14 the inputs to store. Z0–Z15 the 16 inputs' float
 // sums s, Z16 and Z17 the rows' d and dmin, Z18–Z29 temporaries (Q4_K,
-// Q5_K: Z22–Z29 the rows' 8 min pair vectors), Z31 NaN.
+// Q5_K: Z22–Z25 the rows' 4 min pair vectors), Z31 NaN.
 //
 // Each super-block's C tiles are stored to one of two buffers, and the
 // float steps of the one before run after that store, so that the vector
@@ -219,19 +232,18 @@ done:
 
 // EPIKSM is input k's float step for a Q4_K/Q5_K block (SMFLT of the VNNI
 // tile, operand for operand): I = lo + hi<<8 from the C buffer at R15; M
-// = Σ_j (m_j, m_j)·(bsums[2j], bsums[2j+1]) by VPDPWSSD, the rows' pairs
-// in Z22–Z29 and input k's bsums at 64+32k(R12), as the VNNI tile forms
-// it; s = s + (float32(I)·(d·dx) − float32(M)·(dmin·dx)).
+// = Σ_u (m_2u, m_2u+1)·(s_2u, s_2u+1) by VPDPWSSD, the rows' pairs in
+// Z22–Z25 and input k's sub-block sums s_j = bsums[2j] + bsums[2j+1] at
+// 64+16k(R12): the same integer as the VNNI tile's eight VPDPWSSD of
+// (m_j, m_j) by (bsums[2j], bsums[2j+1]) (exact int32 sums, |M| < 2^21),
+// in half the instructions; s = s + (float32(I)·(d·dx) −
+// float32(M)·(dmin·dx)).
 #define EPIKSM(k, S) \
 	VPXORD Z20, Z20, Z20; \
-	VPDPWSSD.BCST (64+32*k+0)(R12), Z22, Z20; \
-	VPDPWSSD.BCST (64+32*k+4)(R12), Z23, Z20; \
-	VPDPWSSD.BCST (64+32*k+8)(R12), Z24, Z20; \
-	VPDPWSSD.BCST (64+32*k+12)(R12), Z25, Z20; \
-	VPDPWSSD.BCST (64+32*k+16)(R12), Z26, Z20; \
-	VPDPWSSD.BCST (64+32*k+20)(R12), Z27, Z20; \
-	VPDPWSSD.BCST (64+32*k+24)(R12), Z28, Z20; \
-	VPDPWSSD.BCST (64+32*k+28)(R12), Z29, Z20; \
+	VPDPWSSD.BCST (64+16*k+0)(R12), Z22, Z20; \
+	VPDPWSSD.BCST (64+16*k+4)(R12), Z23, Z20; \
+	VPDPWSSD.BCST (64+16*k+8)(R12), Z24, Z20; \
+	VPDPWSSD.BCST (64+16*k+12)(R12), Z25, Z20; \
 	VMOVDQU32 (1024+64*k)(R15), Z18; \
 	VPSLLD $8, Z18, Z18; \
 	VPADDD (64*k)(R15), Z18, Z18; \
@@ -261,10 +273,6 @@ done:
 	VMOVDQU64 (8256+64*1)(R13), Z23; \
 	VMOVDQU64 (8256+64*2)(R13), Z24; \
 	VMOVDQU64 (8256+64*3)(R13), Z25; \
-	VMOVDQU64 (8256+64*4)(R13), Z26; \
-	VMOVDQU64 (8256+64*5)(R13), Z27; \
-	VMOVDQU64 (8256+64*6)(R13), Z28; \
-	VMOVDQU64 (8256+64*7)(R13), Z29; \
 	EPIKSM(0, Z0); \
 	EPIKSM(1, Z1); \
 	EPIKSM(2, Z2); \
@@ -444,5 +452,5 @@ done: \
 	VZEROUPPER; \
 	RET
 
-KQATILE(·kqSMAMXTile, 8768, COMPSM, EPISM, 576)
+KQATILE(·kqSMAMXTile, 8512, COMPSM, EPISM, 320)
 KQATILE(·kq6AMXTile, 8256, COMP6, EPI6, 64)

@@ -31,6 +31,10 @@ type Pool struct {
 
 	// pending counts helper chunks of the current call not yet finished.
 	pending atomic.Int32
+	// waiting is 1 while the caller is parked (or about to park) on done,
+	// which the helper finishing the last chunk then sends to (buffered 1).
+	waiting atomic.Int32
+	done    chan struct{}
 
 	// The current call, published to helper k by the increment of its gen.
 	// With chunks > 0 the call's [0,n) is cut into chunks pieces: part k
@@ -74,7 +78,7 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{threads: threads, helpers: make([]poolHelper, threads-1)}
+	p := &Pool{threads: threads, helpers: make([]poolHelper, threads-1), done: make(chan struct{}, 1)}
 	p.matFn = p.mat.run
 	p.quantFn = p.mat.quant
 	p.rowFn = p.row.run
@@ -99,7 +103,12 @@ func (p *Pool) helper(chunk int) {
 			return
 		}
 		p.runChunk(chunk)
-		p.pending.Add(-1)
+		if p.pending.Add(-1) == 0 && p.waiting.Load() == 1 {
+			select { // a token already waiting wakes the caller just as well
+			case p.done <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -276,20 +285,30 @@ func (p *Pool) forPieces(n, parts, pieces int, fn func(lo, hi int)) {
 	returned = true
 }
 
-// waitHelpers returns when every helper chunk of the current call is done,
-// polling and then yielding the P (a helper may be queued behind us).
+// waitHelpers returns when every helper chunk of the current call is done:
+// polling for spinFor, then parked on p.done (which also frees the P for a
+// helper queued behind us), as await parks a helper. Yielding in a loop
+// instead (runtime.Gosched, each through the scheduler's global run queue
+// and its lock) took a quarter of a two-thread prefill's CPU on a loaded
+// host, whenever one thread's chunk ran long or was descheduled. The last
+// helper decrements pending before it checks waiting and the caller sets
+// waiting before it rechecks pending, so at least one sees the other; a
+// stale token (sent for an earlier call) only makes the caller recheck.
 func (p *Pool) waitHelpers() {
 	start := time.Now()
-	spinning := true
 	for i := 1; p.pending.Load() != 0; i++ {
-		if !spinning {
-			runtime.Gosched()
-			continue
-		}
 		if i%128 == 0 && time.Since(start) > spinFor {
-			spinning = false
+			break
 		}
 	}
+	for p.pending.Load() != 0 {
+		p.waiting.Swap(1)
+		if p.pending.Load() == 0 {
+			break
+		}
+		<-p.done
+	}
+	p.waiting.Store(0)
 }
 
 // chunkBounds is chunk k of [0,n) cut into parts near-equal contiguous pieces.

@@ -39,6 +39,9 @@ func (j *rowJob) run(lo, hi int) {
 	d := j.dim
 	switch j.kind {
 	case rowRMSNorm:
+		if rmsNormRowsFast(j.dst, j.a, j.w, d, lo, hi, j.eps) {
+			return
+		}
 		for r := lo; r < hi; r++ {
 			rmsNormImpl(j.dst[r*d:(r+1)*d], j.a[r*d:(r+1)*d], j.w, j.eps)
 		}

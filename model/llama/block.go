@@ -133,9 +133,9 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 			copy(v[r*kvd:(r+1)*kvd], row[qd+kvd:])
 		}
 	} else {
-		kernels.MatMul(m.pool, q, wq, xb, n)
-		kernels.MatMul(m.pool, k, wk, xb, n)
-		kernels.MatMul(m.pool, v, wv, xb, n)
+		// One quantization of xb for the three when they take Q8_K
+		// activations (K-quant files).
+		kernels.MatMulShared(m.pool, xb, n, kernels.Product{Dst: q, W: wq}, kernels.Product{Dst: k, W: wk}, kernels.Product{Dst: v, W: wv})
 	}
 	if ad != nil {
 		applyAll(ad.q, m.pool, st, q, xb, n)
@@ -199,8 +199,7 @@ func (b *Block) Forward(ctx context.Context, st *model.State, w offload.Store) e
 			copy(hb2[r*h:(r+1)*h], gu[r*2*h+h:(r+1)*2*h])
 		}
 	} else {
-		kernels.MatMul(m.pool, hb, wg, xb, n)
-		kernels.MatMul(m.pool, hb2, wu, xb, n)
+		kernels.MatMulShared(m.pool, xb, n, kernels.Product{Dst: hb, W: wg}, kernels.Product{Dst: hb2, W: wu})
 	}
 	if ad != nil {
 		applyAll(ad.gate, m.pool, st, hb, xb, n)
