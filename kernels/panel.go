@@ -298,14 +298,23 @@ func (j *matJob) unpanelled(lo, hi int) {
 	putPanelScratch(tmp)
 }
 
-// getPanelScratch is n bytes from unpanelFree, or new ones.
+// getPanelScratch is n bytes from unpanelFree, or new ones. A new buffer
+// holds at least two row blocks (rowBlockBytes), the most a row block's
+// panels or tiles ask for at the usual widths, so that which buffer a
+// thread happens to take does not decide whether it allocates: with
+// MatMul's rows cut into pieces the threads claim, requests of several
+// sizes meet the same buffers, and exact-size buffers kept being replaced
+// by larger ones (an allocation in a warm decode step, now and then).
 func getPanelScratch(n int) []byte {
 	var b []byte
 	select {
 	case b = <-unpanelFree:
 	default:
 	}
-	return grow(b, n)
+	if cap(b) < n {
+		b = make([]byte, max(n, 2*rowBlockBytes))
+	}
+	return b[:n]
 }
 
 // putPanelScratch returns b to unpanelFree, dropping it when the list is full.
