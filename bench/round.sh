@@ -15,7 +15,7 @@
 #   stories260K target and its draft: specexec-ssd.sh), 7b-{q4_0,q8_0,
 #   q4_k_m}.gguf (about 15 GB).
 # Environment: PARTS (default "constrained parallel prefill ssd specexec 7b")
-# runs a subset.
+# runs a subset; RUNS and RUNS1B (default 5 and 2) are kquant-prefill.sh's.
 set -eu
 [ $# -eq 3 ] || { sed -n 2,18p "$0" >&2; exit 2; }
 base=$(realpath "$1") new=$(realpath "$2") dir=$(mkdir -p "$3" && cd "$3" && pwd)
@@ -75,15 +75,9 @@ for part in $parts; do
 		;;
 	prefill)
 		for m in 110m-q4_k_m 110m-q5_k_m 110m-q6_k 1b-q4_k_m 1b-q5_k_m 1b-q6_k; do mk $m.gguf; done
-		ms="$dir/110m-q4_k_m.gguf $dir/110m-q5_k_m.gguf $dir/110m-q6_k.gguf $dir/1b-q4_k_m.gguf $dir/1b-q5_k_m.gguf $dir/1b-q6_k.gguf"
-		for t in 1 2; do
-			say "### K-quant prefill by CPU time, $t thread(s) (load $(load))"
-			sh cpuprefill.sh -t $t -r 3 bin/sluice-new-round bin/sluice-base-round bin/sluice-new-round-avx2 bin/sluice-base-round-avx2 llama.cpp -- $ms
-			echo
-		done
-		say "### K-quant decode against llama.cpp, 1 thread (load $(load))"
-		node run.mjs --sluice bin/sluice-new-round --sluice bin/sluice-new-round-avx2 --threads 1 --runs 3 \
-			--prompt-tokens 16 --gen-tokens 64 $ms 2>>"$dir/round-kdecode.log"
+		say "### K-quant prefill by CPU time and decode, 1 and 2 threads, native and AVX2 (load $(load))"
+		RUNS=${RUNS:-5} RUNS1B=${RUNS1B:-2} sh kquant-prefill.sh "$new" "$base" "$dir" 2>>"$dir/round-kquant.log"
+		echo
 		;;
 	ssd)
 		mk 1b22-q8_0.gguf
@@ -103,6 +97,19 @@ for part in $parts; do
 		node run.mjs --sluice bin/sluice-new-round --sluice bin/sluice-new-round-avx2 --threads 2 --runs 2 \
 			--prompt-tokens 128 --gen-tokens 32 --sluice-args="--tier ram" --bandwidth "$(echo $ms | tr ' ' ,)" \
 			--json-out "$dir/round-7b.json" $ms 2>>"$dir/round-7b.log"
+		echo
+		say "### 7B peak RSS against file + KV (128 + 32 tokens, 2 threads, --tier ram)"
+		echo "| file | kernels | file MB | KV MB | peak RSS MB | RSS ÷ (file + KV) |"
+		echo "| --- | --- | ---: | ---: | ---: | ---: |"
+		kv=$((2 * 32 * 4096 * 4 * 16 * ((128 + 32 + 15) / 16))) # f32 K and V, 32 layers × 4096, pages of 16
+		for m in $ms; do
+			j=$("$new" bench -m "$m" --tier ram --threads 2 --prompt-tokens 128 --gen-tokens 32 --runs 1 --json 2>/dev/null | tail -1)
+			node -e '
+				const [j, file, kv, name] = process.argv.slice(1);
+				const r = JSON.parse(j), f = Number(file), k = Number(kv), mb = (x) => (x / 1e6).toFixed(0);
+				console.log(`| ${name} | ${r.kernels} | ${mb(f)} | ${mb(k)} | ${mb(r.peak_rss_bytes)} | ${(r.peak_rss_bytes / (f + k)).toFixed(3)} |`);
+			' "$j" "$(stat -c %s "$m")" "$kv" "$(basename "$m")"
+		done
 		;;
 	*) echo "$0: unknown part $part" >&2; exit 2 ;;
 	esac
