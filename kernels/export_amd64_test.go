@@ -17,3 +17,9 @@ func SetKQPanelMinInputs(v int) (restore func()) {
 	kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = v, v, v
 	return func() { kqpMinInputs, kqpMinInputsVNNI, kqaMinInputs = old, oldV, oldA }
 }
+
+// q8kBlockAsm is this architecture's Q8_K block quantizer in assembly, whether
+// this CPU runs it, and the feature it needs (TestQ8KBlockAsm).
+func q8kBlockAsm() (q8kBlock func(dst *byte, x *float32) bool, ok bool, need string) {
+	return q8kBlockAVX2, cpuAVX2, "AVX2"
+}

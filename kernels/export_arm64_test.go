@@ -17,3 +17,9 @@ func SetKQPanelMinInputs(v int) (restore func()) {
 	kqnMinInputs = v
 	return func() { kqnMinInputs = old }
 }
+
+// q8kBlockAsm is this architecture's Q8_K block quantizer in assembly, whether
+// this CPU runs it, and the feature it needs (TestQ8KBlockAsm).
+func q8kBlockAsm() (q8kBlock func(dst *byte, x *float32) bool, ok bool, need string) {
+	return q8kBlockNEON, cpuNEON, "ASIMD"
+}

@@ -1,4 +1,4 @@
-//go:build arm64 && !purego
+//go:build (amd64 || arm64) && !purego
 
 package kernels
 
@@ -10,14 +10,16 @@ import (
 	"github.com/sluicehq/sluice/tensor"
 )
 
-// TestQ8KBlockNEON: the NEON activation quantizer writes
+// TestQ8KBlockAsm: the assembly activation quantizer (AVX2 on amd64, NEON
+// on arm64: q8kBlockAsm) writes
 // quantizeBlockQ8K's bytes for every block it takes, and takes the
 // ordinary ones: N(0,1) at scales from 1e-30 to 1e30, ties for the
 // largest |x| (either sign first), -0, a single nonzero value, values at
 // ±amax; and it leaves NaN, Inf, zero and tiny blocks to the Go code.
-func TestQ8KBlockNEON(t *testing.T) {
-	if !cpuNEON {
-		t.Skip("SKIP: CPU lacks ASIMD")
+func TestQ8KBlockAsm(t *testing.T) {
+	q8kBlock, ok, need := q8kBlockAsm()
+	if !ok {
+		t.Skip("SKIP: CPU lacks " + need)
 	}
 	r := rand.New(rand.NewPCG(8, 9))
 	x := make([]float32, tensor.QK_K)
@@ -61,7 +63,7 @@ func TestQ8KBlockNEON(t *testing.T) {
 		for i := range got {
 			got[i] = 0xA5
 		}
-		taken := q8kBlockNEON(&got[0], &x[0])
+		taken := q8kBlock(&got[0], &x[0])
 		if taken != wantTaken && trial%10 != 6 {
 			t.Fatalf("trial %d: taken %v, want %v", trial, taken, wantTaken)
 		}
