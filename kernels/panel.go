@@ -298,9 +298,13 @@ func (j *matJob) unpanelled(lo, hi int) {
 	putPanelScratch(tmp)
 }
 
+// panelScratchMin is the smallest panel scratch getPanelScratch makes: two
+// row blocks at the default rowBlockBytes (256 KiB), the most a row block's
+// panels or tiles ask for at the usual widths.
+const panelScratchMin = 512 << 10
+
 // getPanelScratch is n bytes from unpanelFree, or new ones. A new buffer
-// holds at least two row blocks (rowBlockBytes), the most a row block's
-// panels or tiles ask for at the usual widths, so that which buffer a
+// holds at least panelScratchMin bytes, so that which buffer a
 // thread happens to take does not decide whether it allocates: with
 // MatMul's rows cut into pieces the threads claim, requests of several
 // sizes meet the same buffers, and exact-size buffers kept being replaced
@@ -312,7 +316,7 @@ func getPanelScratch(n int) []byte {
 	default:
 	}
 	if cap(b) < n {
-		b = make([]byte, max(n, 2*rowBlockBytes))
+		b = make([]byte, max(n, panelScratchMin))
 	}
 	return b[:n]
 }
