@@ -37,32 +37,7 @@ func BenchmarkDecodeStream7B(b *testing.B) {
 	for _, dt := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K, tensor.Q6_K} {
 		var ws []kernels.Weight
 		var total int64
-		build := func() {
-			r := newRand(b)
-			src := map[[2]int]kernels.Weight{}
-			off := 0
-			for {
-				for _, sh := range shapes {
-					w, ok := src[sh]
-					if !ok {
-						w = makeWeight(r, dt, sh[0], sh[1], 0, encoded)
-						src[sh] = w
-					}
-					if off+len(w.Data) > len(buf) {
-						return
-					}
-					c := w
-					c.Data = buf[off : off+len(w.Data) : off+len(w.Data)]
-					copy(c.Data, w.Data)
-					if c, err = kernels.Repack(c); err != nil {
-						b.Fatal(err)
-					}
-					ws = append(ws, c)
-					off += len(w.Data)
-					total += int64(len(w.Data))
-				}
-			}
-		}
+		build := func() { ws, total = fillWeights(b, buf, dt, shapes) }
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%v/t%d", dt, threads), func(b *testing.B) {
 				if ws == nil {

@@ -39,30 +39,7 @@ func BenchmarkDecodeStream(b *testing.B) {
 			var built bool
 			build := func() {
 				built = true
-				r := newRand(b)
-				src := map[[2]int]kernels.Weight{}
-				off := 0
-				for {
-					for _, sh := range shapes {
-						w, ok := src[sh]
-						if !ok {
-							w = makeWeight(r, dt, sh[0], sh[1], 0, encoded)
-							src[sh] = w
-						}
-						if off+len(w.Data) > len(buf) {
-							return
-						}
-						c := w
-						c.Data = buf[off : off+len(w.Data) : off+len(w.Data)]
-						copy(c.Data, w.Data)
-						if c, err = kernels.Repack(c); err != nil {
-							b.Fatal(err)
-						}
-						ws = append(ws, c)
-						off += len(w.Data)
-						total += int64(len(w.Data))
-					}
-				}
+				ws, total = fillWeights(b, buf, dt, shapes)
 			}
 			b.Run(fmt.Sprintf("%dMiB/%v", mib, dt), func(b *testing.B) {
 				if !built {
@@ -130,4 +107,36 @@ func sum8(b []byte) uint64 {
 		a7 += le.Uint64(v[56:])
 	}
 	return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7
+}
+
+// fillWeights fills buf with weights of type dt in shapes, round after round
+// until the next would not fit, each laid out as the ram tier lays it out
+// (Repack), and returns them and their bytes: a decode benchmark's stream,
+// the same random rows repeated (one makeWeight per shape).
+func fillWeights(b *testing.B, buf []byte, dt tensor.DType, shapes [][2]int) (ws []kernels.Weight, total int64) {
+	r := newRand(b)
+	src := map[[2]int]kernels.Weight{}
+	off := 0
+	for {
+		for _, sh := range shapes {
+			w, ok := src[sh]
+			if !ok {
+				w = makeWeight(r, dt, sh[0], sh[1], 0, encoded)
+				src[sh] = w
+			}
+			if off+len(w.Data) > len(buf) {
+				return ws, total
+			}
+			c := w
+			c.Data = buf[off : off+len(w.Data) : off+len(w.Data)]
+			copy(c.Data, w.Data)
+			c, err := kernels.Repack(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws = append(ws, c)
+			off += len(w.Data)
+			total += int64(len(w.Data))
+		}
+	}
 }
