@@ -138,19 +138,8 @@ func attnRowBlockAVX2[E float32 | uint16](dst, q []float32, kp, vp [][]E, kv KV,
 	kvDim := s.KVHeads * d
 	pt := kv.PageTokens
 	scStride := uintptr(per) * 4
-	var rs [attnRowBlock]struct {
-		lo, hi, n int
-		tree      bool
-	}
-	plo, phi := kv.Len, 0 // the pages any row sees
-	for r := range nr {
-		x := &rs[r]
-		x.lo, x.hi, x.tree = visibleRange(kv, mask, i+r)
-		if x.lo < x.hi {
-			plo, phi = min(plo, x.lo/pt), max(phi, (x.hi-1)/pt+1)
-		}
-		clear(dst[(i+r)*nh*d : (i+r+1)*nh*d])
-	}
+	var rs [attnRowBlock]attnBlockRow
+	plo, phi := attnBlockRows(&rs, dst, kv, mask, i, nr, nh*d)
 	_ = scratch[(nr*nh-1)*per+per-1]
 	for _, values := range [2]bool{false, true} {
 		// The scores, page by page; a softmax per item; the values, page
@@ -311,4 +300,29 @@ func init() {
 			}
 		}
 	})
+}
+
+// attnBlockRow is one row of a row block: its visible KV range [lo,hi),
+// whether a tree mask cuts it, and its count of visible slots (n, set once
+// the scores are done).
+type attnBlockRow struct {
+	lo, hi, n int
+	tree      bool
+}
+
+// attnBlockRows fills rs with rows i…i+nr−1's visible ranges, clears their
+// outputs (width floats a row) and returns the pages [plo,phi) any of them
+// sees: the set-up the AVX2 and AVX-512 row blocks share.
+func attnBlockRows(rs *[attnRowBlock]attnBlockRow, dst []float32, kv KV, mask *Mask, i, nr, width int) (plo, phi int) {
+	pt := kv.PageTokens
+	plo, phi = kv.Len, 0
+	for r := range nr {
+		x := &rs[r]
+		x.lo, x.hi, x.tree = visibleRange(kv, mask, i+r)
+		if x.lo < x.hi {
+			plo, phi = min(plo, x.lo/pt), max(phi, (x.hi-1)/pt+1)
+		}
+		clear(dst[(i+r)*width : (i+r+1)*width])
+	}
+	return plo, phi
 }

@@ -75,19 +75,8 @@ func attnRowBlockAVX512(dst, q []float32, kv KV, mask *Mask, s AttnShape, scratc
 	pt := kv.PageTokens
 	kp, vp := kv.K, kv.V
 	scStride := uintptr(per) * 4
-	var rs [attnRowBlock]struct {
-		lo, hi, n int
-		tree      bool
-	}
-	plo, phi := kv.Len, 0 // the pages any row sees
-	for r := range nr {
-		x := &rs[r]
-		x.lo, x.hi, x.tree = visibleRange(kv, mask, i+r)
-		if x.lo < x.hi {
-			plo, phi = min(plo, x.lo/pt), max(phi, (x.hi-1)/pt+1)
-		}
-		clear(dst[(i+r)*nh*d : (i+r+1)*nh*d])
-	}
+	var rs [attnRowBlock]attnBlockRow
+	plo, phi := attnBlockRows(&rs, dst, kv, mask, i, nr, nh*d)
 	_ = scratch[(nr*nh-1)*per+per-1]
 	_ = q[(i+nr)*nh*d-1]
 	_ = dst[(i+nr)*nh*d-1]
