@@ -133,22 +133,7 @@ func TestQKAsmVsModel(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					x := make([]float32, nb*tensor.QK_K)
-					for i := range x {
-						x[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(7)-3)))
-					}
-					switch trial % 5 {
-					case 2:
-						x[r.IntN(len(x))] = float32(math.Inf(1))
-					case 3:
-						clear(x[:tensor.QK_K])
-					case 4:
-						for i := range tensor.QK_K {
-							x[i] = 1e-40 * float32(r.NormFloat64())
-						}
-					}
-					xq := make([]byte, nb*q8kBlk)
-					quantizeRowQ8K(xq, x)
+					x, xq := kqTestActivations(r, nb, trial)
 					want := kqModel(dt, w, xq, nb)
 					if !raw {
 						kqCheckExact(t, dt, w, xq, nb, want)
@@ -258,4 +243,28 @@ func kqCheckExact(t *testing.T, dt tensor.DType, w, xq []byte, nb int, got float
 	if tol := math.Ldexp(1, -20) * math.Sqrt(float64(cols)) * parts * 1.01; math.Abs(float64(got)-exact) > tol+1e-37 {
 		t.Fatalf("%v nb=%d: model %v, exact Σ W·dx·q %v: |diff| %v > %v", dt, nb, got, exact, math.Abs(float64(got)-exact), tol)
 	}
+}
+
+// kqTestActivations is nb super-blocks of Q8_K activations for a kernel
+// test's trial: normal values at scales from 1e-3 to 1e3, and by trial an
+// Inf, a zero block or a block of denormals (which the quantizer keeps as
+// special cases), as floats and quantized.
+func kqTestActivations(r *rand.Rand, nb, trial int) (x []float32, xq []byte) {
+	x = make([]float32, nb*tensor.QK_K)
+	for i := range x {
+		x[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(7)-3)))
+	}
+	switch trial % 5 {
+	case 2:
+		x[r.IntN(len(x))] = float32(math.Inf(1))
+	case 3:
+		clear(x[:tensor.QK_K])
+	case 4:
+		for i := range tensor.QK_K {
+			x[i] = 1e-40 * float32(r.NormFloat64())
+		}
+	}
+	xq = make([]byte, nb*q8kBlk)
+	quantizeRowQ8K(xq, x)
+	return x, xq
 }

@@ -55,22 +55,7 @@ func TestQKRows4VsModel(t *testing.T) {
 						}
 					}
 				}
-				x := make([]float32, nb*tensor.QK_K)
-				for i := range x {
-					x[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(7)-3)))
-				}
-				switch trial % 5 {
-				case 2:
-					x[r.IntN(len(x))] = float32(math.Inf(1))
-				case 3:
-					clear(x[:tensor.QK_K])
-				case 4:
-					for i := range tensor.QK_K {
-						x[i] = 1e-40 * float32(r.NormFloat64())
-					}
-				}
-				xq := make([]byte, nb*q8kBlk)
-				quantizeRowQ8K(xq, x)
+				_, xq := kqTestActivations(r, nb, trial)
 				out := make([]float32, 4*3)
 				k.f(&w[0], gap*rb, &xq[0], nb, &out[0], 12)
 				for j := range 4 {
