@@ -2,7 +2,7 @@
 # round.sh: the quiet-machine round of issue 23 and issue 21's constrained
 # decoding, every figure of the top section of bench/RESULTS.md, for a new
 # binary against a base one (the no-regression check: the same scripts, the
-# same method). Run it on a quiet machine; it takes about 45 minutes on 2
+# same method). Run it on a quiet machine; it takes about 50 minutes on 2
 # cores and prints Markdown on stdout (the raw lines of each script go to
 # DIR/round-*.log).
 #
