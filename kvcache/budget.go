@@ -2,9 +2,6 @@ package kvcache
 
 import (
 	"fmt"
-	"sync"
-
-	"github.com/dgraph-io/ristretto/v2"
 )
 
 // The KV budget (Options.Budget) bounds the page memory of the cache. Its
@@ -24,10 +21,11 @@ import (
 //     needs it.
 //
 // Ristretto applies sets and evictions asynchronously and may drop a set;
-// it never owns a frame. Its callbacks only queue (frame, generation) pairs,
-// and the cache, under its own lock, spills a queued frame only if it is
-// still cached with that generation: a frame pinned again, or cached again
-// since, is not touched. A frame is never dropped while its page holds data.
+// it never owns a frame (genCache). Its callbacks only queue (frame,
+// generation) pairs, and the cache, under its own lock, spills a queued
+// frame only if it is still cached with that generation: a frame pinned
+// again, or cached again since, is not touched. A frame is never dropped
+// while its page holds data.
 //
 // The budget's frames are split: PassFrames for pinned frames (what passes
 // in flight reserve, plus two frames for the copies), the rest for
@@ -65,13 +63,7 @@ type SpillStats struct {
 	CleanEvictions int64 // frames evicted without a write: the file held an identical copy
 }
 
-type victim struct {
-	id  uint64
-	gen uint32
-}
-
-// resident is the budget's bookkeeping. Its fields are guarded by Cache.mu,
-// except victims (vmu), which ristretto's callbacks append to.
+// resident is the budget's bookkeeping. Its fields are guarded by Cache.mu.
 type resident struct {
 	frames, passCap int
 	reserved        int // frames reserved by passes in flight
@@ -90,11 +82,7 @@ type resident struct {
 	inFile    int         // frames spilled
 
 	sp *spill
-	rc *ristretto.Cache[uint64, uint32]
-
-	vmu     sync.Mutex
-	victims []victim
-	drained []victim
+	rc *genCache // nil when passes may pin every frame
 
 	hits, misses, clean int64
 	err                 error // a failed spill write: that frame stays in memory, later pins fail
@@ -130,16 +118,7 @@ func newResident(c *Cache, pages int) (*resident, error) {
 		dirty: make([]bool, n), buf: make([][]float32, n), sp: sp,
 	}
 	if rest := frames - pass; rest > 0 {
-		queue := func(it *ristretto.Item[uint32]) {
-			r.vmu.Lock()
-			r.victims = append(r.victims, victim{it.Key, it.Value})
-			r.vmu.Unlock()
-		}
-		r.rc, err = ristretto.NewCache(&ristretto.Config[uint64, uint32]{
-			NumCounters: 10 * int64(frames), MaxCost: int64(rest) * fb, BufferItems: 64,
-			IgnoreInternalCost: true, OnEvict: queue, OnReject: queue,
-		})
-		if err != nil {
+		if r.rc, err = newGenCache(frames, int64(rest)*fb); err != nil {
 			sp.close()
 			return nil, fmt.Errorf("kvcache: frame cache: %w", err)
 		}
@@ -149,7 +128,7 @@ func newResident(c *Cache, pages int) (*resident, error) {
 
 func (r *resident) close() error {
 	if r.rc != nil {
-		r.rc.Close()
+		r.rc.close()
 	}
 	return r.sp.close()
 }
@@ -160,9 +139,6 @@ func (r *resident) frameBytes() int64 { return 4 * int64(r.frameF) }
 // id is the frame of layer l of page p.
 func (r *resident) id(l int, p int32) int { return l*r.pages + int(p) }
 
-// key is id's ristretto key (never 0).
-func key(id int) uint64 { return uint64(id) + 1 }
-
 // pin makes frame (l, p) resident and pinned, reading it back if it was
 // spilled, and points c.k[l][p], c.v[l][p] at it. write says the caller
 // will change it. c.mu held.
@@ -170,7 +146,7 @@ func (c *Cache) pin(l int, p int32, write bool) error {
 	r := c.res
 	id := r.id(l, p)
 	if r.rc != nil {
-		r.rc.Get(key(id)) // an access, for ristretto's frequency estimate
+		r.rc.touch(id) // an access, for ristretto's frequency estimate
 	}
 	switch r.state[id] {
 	case framePinned:
@@ -178,7 +154,7 @@ func (c *Cache) pin(l int, p int32, write bool) error {
 	case frameCached:
 		r.hits++
 		if r.rc != nil {
-			r.rc.Del(key(id))
+			r.rc.take(id, r.gen[id])
 		}
 	case frameSpilled, frameEmpty:
 		if r.err != nil {
@@ -226,7 +202,7 @@ func (c *Cache) unpin(l int, p int32) {
 	}
 	r.state[id] = frameCached
 	r.gen[id]++
-	if r.rc == nil || !r.rc.Set(key(id), r.gen[id], r.frameBytes()) {
+	if r.rc == nil || !r.rc.offer(id, r.gen[id], r.frameBytes()) {
 		c.evict(id)
 	}
 }
@@ -281,8 +257,8 @@ func (c *Cache) takeFrame() ([]float32, error) {
 		case try == 0:
 		case try == 1 && r.rc != nil:
 			// Apply ristretto's pending sets: their evictions are queued
-			// by the time Wait returns (its callbacks take only vmu).
-			r.rc.Wait()
+			// by the time it returns.
+			r.rc.wait()
 		default:
 			if r.err != nil {
 				return nil, r.err
@@ -297,13 +273,12 @@ func (c *Cache) takeFrame() ([]float32, error) {
 // still cached with the generation it saw. c.mu held.
 func (c *Cache) drainVictims() {
 	r := c.res
-	r.vmu.Lock()
-	r.drained, r.victims = r.victims, r.drained[:0]
-	r.vmu.Unlock()
-	for _, v := range r.drained {
-		id := int(v.id) - 1
-		if id >= 0 && id < len(r.state) && r.state[id] == frameCached && r.gen[id] == v.gen {
-			c.evict(id)
+	if r.rc == nil {
+		return
+	}
+	for _, v := range r.rc.drain() {
+		if v.id >= 0 && v.id < len(r.state) && r.state[v.id] == frameCached && r.gen[v.id] == v.gen {
+			c.evict(v.id)
 		}
 	}
 }
@@ -318,7 +293,7 @@ func (c *Cache) dropFrames(p int32) {
 			panic(fmt.Sprintf("kvcache: page %d freed while layer %d of it is pinned", p, l))
 		case frameCached:
 			if r.rc != nil {
-				r.rc.Del(key(id))
+				r.rc.take(id, r.gen[id])
 			}
 			r.spare = append(r.spare, r.buf[id])
 			r.buf[id] = nil

@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"sync"
-
-	"github.com/dgraph-io/ristretto/v2"
 )
 
 // Prefix caching (Options.PrefixCache). Many requests share the start of
@@ -70,8 +67,7 @@ type PrefixStats struct {
 	MaxBytes    int64 // ristretto's MaxCost (Options.PrefixBytes with its default)
 }
 
-// prefixIndex is the prefix cache's state; guarded by Cache.mu except
-// victims (vmu), which ristretto's callbacks append to.
+// prefixIndex is the prefix cache's state; guarded by Cache.mu.
 type prefixIndex struct {
 	at    map[PrefixKey]int32
 	key   []PrefixKey // per page: its key while keyed
@@ -83,10 +79,7 @@ type prefixIndex struct {
 	idle       int
 	pageBytes  int64
 
-	rc      *ristretto.Cache[uint64, uint32]
-	vmu     sync.Mutex
-	victims []victim
-	drained []victim
+	rc *genCache // nil when PrefixBytes holds no page
 
 	lookups, hits, hitPages, published, evictions int64
 }
@@ -108,15 +101,7 @@ func newPrefixIndex(c *Cache, pages int) (*prefixIndex, error) {
 		// the index still work for pages in use).
 		return px, nil
 	}
-	queue := func(it *ristretto.Item[uint32]) {
-		px.vmu.Lock()
-		px.victims = append(px.victims, victim{it.Key, it.Value})
-		px.vmu.Unlock()
-	}
-	rc, err := ristretto.NewCache(&ristretto.Config[uint64, uint32]{
-		NumCounters: 10 * int64(pages), MaxCost: c.o.PrefixBytes, BufferItems: 64,
-		IgnoreInternalCost: true, OnEvict: queue, OnReject: queue,
-	})
+	rc, err := newGenCache(pages, c.o.PrefixBytes)
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: prefix cache: %w", err)
 	}
@@ -132,11 +117,8 @@ func (px *prefixIndex) close() {
 	if px.rc == nil {
 		return
 	}
-	px.rc.Close()
+	px.rc.close()
 	px.rc = nil
-	px.vmu.Lock()
-	px.victims = px.victims[:0]
-	px.vmu.Unlock()
 }
 
 // rootKey is the key before a sequence's first page: the salt's.
@@ -184,10 +166,10 @@ func (c *Cache) hold(p int32) {
 	if c.isIdle(p) {
 		px := c.px
 		px.unlinkIdle(p)
-		px.gen[p]++ // a queued eviction of it is stale
 		if px.rc != nil {
-			px.rc.Del(key(int(p)))
+			px.rc.take(int(p), px.gen[p])
 		}
+		px.gen[p]++ // a queued eviction of it is stale
 	}
 	c.ref[p]++
 }
@@ -199,7 +181,7 @@ func (c *Cache) idle(p int32) {
 	px := c.px
 	px.linkIdle(p)
 	px.gen[p]++
-	if px.rc == nil || !px.rc.Set(key(int(p)), px.gen[p], px.pageBytes) {
+	if px.rc == nil || !px.rc.offer(int(p), px.gen[p], px.pageBytes) {
 		c.forget(p)
 	}
 }
@@ -210,10 +192,10 @@ func (c *Cache) forget(p int32) {
 	px.unlinkIdle(p)
 	delete(px.at, px.key[p])
 	px.keyed[p] = false
-	px.gen[p]++
 	if px.rc != nil {
-		px.rc.Del(key(int(p)))
+		px.rc.take(int(p), px.gen[p])
 	}
+	px.gen[p]++
 	px.evictions++
 	c.free = append(c.free, p)
 	if c.res != nil {
@@ -248,11 +230,8 @@ func (c *Cache) drainPrefix() {
 	if px == nil || px.rc == nil {
 		return
 	}
-	px.vmu.Lock()
-	px.drained, px.victims = px.victims, px.drained[:0]
-	px.vmu.Unlock()
-	for _, v := range px.drained {
-		p := int32(v.id) - 1
+	for _, v := range px.rc.drain() {
+		p := int32(v.id)
 		if p >= 0 && int(p) < len(c.ref) && c.isIdle(p) && px.gen[p] == v.gen {
 			c.forget(p)
 		}
@@ -294,7 +273,7 @@ func (c *Cache) MapPrefix(seq int32, salt []byte, tokens []int32) (int32, error)
 		pages, keys = append(pages, p), append(keys, k)
 		prev = k
 		if px.rc != nil {
-			px.rc.Get(key(int(p))) // an access, for ristretto's frequency estimate
+			px.rc.touch(int(p)) // an access, for ristretto's frequency estimate
 		}
 	}
 	if len(pages) == 0 {

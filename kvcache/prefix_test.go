@@ -427,7 +427,7 @@ func runPrefixOps(t *testing.T, data []byte, dt tensor.DType) PrefixStats {
 		case 8: // ristretto applies its pending sets (and evictions)
 			what = "wait"
 			if c.px.rc != nil {
-				c.px.rc.Wait()
+				c.px.rc.wait()
 			}
 		}
 		m.check(t, c, step, what)
@@ -549,7 +549,7 @@ func TestPrefixCloseKeepsCounters(t *testing.T) {
 	must(t, writeRows(t, c, linear(0, 0, len(toks)), prefixTags(0, toks)))
 	c.Publish(0, prefixSalts[0], toks)
 	c.Free(0)
-	c.px.rc.Wait()
+	c.px.rc.wait()
 	must(t, c.Close())
 	st := c.Stats()
 	if st.Prefix.Evictions != 0 || st.PagesCached != 2 || st.Prefix.CachedBytes != 2*c.px.pageBytes {
