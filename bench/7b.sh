@@ -15,7 +15,9 @@
 #
 # Environment: PROMPT (prompt tokens, default 128: 7B prefill at 1 thread is
 # slow), GEN (generated tokens, default 32), THREADS (default 1,2), TIERS
-# (default "ram mmap"). The whole round takes about an hour on 2 cores.
+# (default "ram mmap"), ISAS (kernel sets: default "native avx2 avx512",
+# the others as SLUICE_ISA caps), RSS (0 skips part 2). The whole round takes
+# about an hour on 2 cores.
 set -eu
 
 [ $# -ge 1 ] || { echo "usage: $0 DIR [RUNS]" >&2; exit 2; }
@@ -25,13 +27,22 @@ prompt=${PROMPT:-128}
 gen=${GEN:-32}
 threads=${THREADS:-1,2}
 tiers=${TIERS:-ram mmap}
+isas=${ISAS:-native avx2 avx512}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 [ -d bench/node_modules ] || { echo "$0: run npm install in bench/ first" >&2; exit 2; }
 go build -o bench/bin/sluice ./cmd/sluice
-printf '#!/bin/sh\nSLUICE_ISA=avx2 exec "$(dirname "$0")/sluice" "$@"\n' > bench/bin/sluice-avx2
-chmod +x bench/bin/sluice-avx2
+bins=
+for isa in $isas; do
+	if [ $isa = native ]; then
+		bins="$bins --sluice bin/sluice"
+		continue
+	fi
+	printf '#!/bin/sh\nSLUICE_ISA=%s exec "$(dirname "$0")/sluice" "$@"\n' $isa > bench/bin/sluice-$isa
+	chmod +x bench/bin/sluice-$isa
+	bins="$bins --sluice bin/sluice-$isa"
+done
 s=bench/bin/sluice
 
 # The files. Q4_K_M is llama.cpp's mix (llama-quantize's per-tensor types)
@@ -52,11 +63,13 @@ echo
 for tier in $tiers; do
 	echo "### --tier $tier"
 	echo
-	(cd bench && node run.mjs --sluice bin/sluice --sluice bin/sluice-avx2 --threads "$threads" --runs "$runs" \
+	(cd bench && node run.mjs $bins --threads "$threads" --runs "$runs" \
 		--prompt-tokens "$prompt" --gen-tokens "$gen" --sluice-args="--tier $tier" --bandwidth "$bw" \
 		--json-out "$dir/7b-$tier.json" $models)
 	echo
 done
+
+[ "${RSS:-1}" = 0 ] && exit 0
 
 # 2. Peak RSS (sluice bench's peak_rss_bytes, one run at 2 threads) against
 # the file and the KV cache: f32 K and V for every layer, the prompt and the
@@ -69,7 +82,7 @@ pages=$(( (prompt + gen + 15) / 16 ))
 kv=$(( 2 * 32 * 4096 * 4 * 16 * pages ))
 for m in $models; do
 	for tier in $tiers; do
-		for isa in native avx2; do
+		for isa in $isas; do
 			if [ $isa = native ]; then env=; else env=SLUICE_ISA=avx2; fi
 			j=$(env $env $s bench -m "$m" --tier $tier --threads 2 --prompt-tokens "$prompt" --gen-tokens "$gen" --runs 1 --json 2>/dev/null | tail -1)
 			node -e '
