@@ -250,12 +250,15 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 //go:noescape
 func kqScalesSM16(dst, src *byte, rb int)
 
-// kqScalesFast is set where kqScalesSM16 may run: the AMX set, whose CPUs
-// all have VBMI (checked all the same).
+// kqScalesFast is set where kqScalesSM16 may run: the AVX-512 sets on a
+// CPU with VBMI (every AMX CPU; Ice Lake on, not Cascade Lake). The AMX
+// tiles and the VNNI panel tiles both take it (their panels keep the
+// scales as int32); at 16 inputs, where a VNNI tile pass is short, the
+// Go unpacking was a large share of a call.
 var kqScalesFast bool
 
 func init() {
-	addSelector(func(c isaLevel) { kqScalesFast = c >= isaAMX && cpuVNNI && cpuHasVBMI() })
+	addSelector(func(c isaLevel) { kqScalesFast = c >= isaAVX512 && cpuVNNI && cpuHasVBMI() })
 }
 
 // kqPanelizeSM16 is kqPanelize(t, dst, src, nb, rb, false) for Q4_K and
