@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpf_amd64.h"
 
 // Q4_0 weights against int8 activations with AVX2, FMA and F16C, in the
 // order of matq4_avx2_amd64.go (per (row, block) the exact integer dot
@@ -336,6 +337,8 @@ q4rrow:
 q4rblock:
 	PREFETCHT0   512(BX)
 	PREFETCHT0   512(CX)
+	PREFETCHT1   RFAR(BX)
+	PREFETCHT1   RFAR(CX)
 	VBROADCASTI128 2(BX), Y1
 	VBROADCASTI128 2(CX), Y11
 	VPSRLVD      Y13, Y1, Y1

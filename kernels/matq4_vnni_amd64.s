@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpf_amd64.h"
 
 // Q4_0 weights against int8 activations with AVX-512 VNNI (VPDPBUSD on
 // 512-bit vectors), over PanelQ4_0 panels, in the canonical Q4_0 order of
@@ -265,6 +266,10 @@ q4v4block:
 	PREFETCHT0 512(CX)
 	PREFETCHT0 512(BX)(R14*2)
 	PREFETCHT0 512(CX)(R14*2)
+	PREFETCHT1 RFAR(BX)
+	PREFETCHT1 RFAR(CX)
+	PREFETCHT1 RFAR(BX)(R14*2)
+	PREFETCHT1 RFAR(CX)(R14*2)
 	VMOVDQU 2(BX), X1
 	VINSERTI32X4 $1, 2(CX), Z1, Z1
 	VINSERTI32X4 $2, 2(BX)(R14*2), Z1, Z1

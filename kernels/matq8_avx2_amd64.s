@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpf_amd64.h"
 
 // Q8_0 weights against int8 activations with AVX2, FMA and F16C, in the
 // order of matq8_avx2_amd64.go (per (row, block) the exact integer dot,
@@ -330,6 +331,8 @@ rrow:
 rblock:
 	PREFETCHT0 512(BX)
 	PREFETCHT0 512(CX)
+	PREFETCHT1 RFAR(BX)
+	PREFETCHT1 RFAR(CX)
 	VMOVDQU    2(BX), Y1
 	VMOVDQU    2(CX), Y11
 	VMOVDQU    (R10), Y6

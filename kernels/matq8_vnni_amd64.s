@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpf_amd64.h"
 
 // Q8_0 weights against int8 activations with AVX-512 VNNI (VPDPBUSD). See
 // matq8_vnni_amd64.go for the arithmetic, the one order per output that
@@ -237,6 +238,8 @@ rrow:
 rblock:
 	PREFETCHT0 512(BX)
 	PREFETCHT0 512(CX)
+	PREFETCHT1 RFAR(BX)
+	PREFETCHT1 RFAR(CX)
 	VPXORD 2(BX), Y30, Y1
 	VPXORD 2(CX), Y30, Y11
 	VMOVDQU (R10), Y6

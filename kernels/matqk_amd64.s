@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpf_amd64.h"
 
 // Q4_K, Q5_K and Q6_K weight rows against Q8_K activations (actq8k.go):
 // one output per call, the dot of a weight row of nb super-blocks with one
@@ -2610,7 +2611,25 @@ GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 	VXORPS Y0, Y0, Y0; \
 	BYTES($0x0f0f0f0f, X15, Y15)
 
+// R4PF hints each row's bytes R4D ahead (rowpf_amd64.h) into L1, three
+// lines a row, a block being 144 bytes. Past a row's end they are the
+// start of the next call's rows.
+#define R4PF \
+	PREFETCHT0 R4D(SI); \
+	PREFETCHT0 R4D+64(SI); \
+	PREFETCHT0 R4D+128(SI); \
+	PREFETCHT0 R4D(R10); \
+	PREFETCHT0 R4D+64(R10); \
+	PREFETCHT0 R4D+128(R10); \
+	PREFETCHT0 R4D(R11); \
+	PREFETCHT0 R4D+64(R11); \
+	PREFETCHT0 R4D+128(R11); \
+	PREFETCHT0 R4D(R12); \
+	PREFETCHT0 R4D+64(R12); \
+	PREFETCHT0 R4D+128(R12)
+
 #define R4LOOP(PIECE) \
+	R4PF; \
 	R4BSUMS; \
 	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5); \
 	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7); \
@@ -2745,6 +2764,14 @@ r4vloop:
 	VMULPS X3, X1, X1; \
 	VADDPS X1, X0, X0
 
+// Q6PF hints the row at B Q6D ahead into L1 (four lines a block of 210
+// bytes), as R4PF does for Q4_K.
+#define Q6PF(B) \
+	PREFETCHT0 Q6D(B); \
+	PREFETCHT0 Q6D+64(B); \
+	PREFETCHT0 Q6D+128(B); \
+	PREFETCHT0 Q6D+192(B)
+
 #define Q6R4(name, MAC) \
 TEXT name(SB), NOSPLIT, $0-48; \
 	MOVQ w+0(FP), SI; \
@@ -2758,6 +2785,10 @@ TEXT name(SB), NOSPLIT, $0-48; \
 	BYTES($0x0f0f0f0f, X15, Y15); \
 	BYTES($0x30303030, X14, Y14); \
 loop: \
+	Q6PF(SI); \
+	Q6PF(R10); \
+	Q6PF(R11); \
+	Q6PF(R12); \
 	Q6ROW(MAC, SI, Y1); \
 	Q6ROW(MAC, R10, Y2); \
 	Q6ROW(MAC, R11, Y5); \
