@@ -83,7 +83,7 @@ kv=$(( 2 * 32 * 4096 * 4 * 16 * pages ))
 for m in $models; do
 	for tier in $tiers; do
 		for isa in $isas; do
-			if [ $isa = native ]; then env=; else env=SLUICE_ISA=avx2; fi
+			if [ $isa = native ]; then env=; else env=SLUICE_ISA=$isa; fi
 			j=$(env $env $s bench -m "$m" --tier $tier --threads 2 --prompt-tokens "$prompt" --gen-tokens "$gen" --runs 1 --json 2>/dev/null | tail -1)
 			node -e '
 				const [j, file, kv, name, tier] = process.argv.slice(1);
