@@ -4,7 +4,7 @@
 # later runs: about 15 GB), then prints, as Markdown on stdout:
 #
 #   1. decode and prefill against llama.cpp (bench/run.mjs, alternating runs,
-#      the default build and SLUICE_ISA=avx2) with weights in RAM and then in
+#      the default build and the ISAS caps) with weights in RAM and then in
 #      mmap, at 1 and 2 threads, and decode as a fraction of the same run's
 #      streaming-read bandwidth (bench/_streamread);
 #   2. sluice's peak RSS against the file plus the KV cache those tokens fill.

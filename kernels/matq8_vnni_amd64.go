@@ -38,7 +38,8 @@ import "github.com/sluicehq/sluice/tensor"
 // 4, the mmap tier's prefill) copy each row block into panels in scratch
 // and run the panel tiles over it, as the AVX2 set does: row by row, each
 // input read the block again from L2 with one VPDPBUSD per 32 bytes, and a
-// 7B Q8_0 mmap prefill ran at 4 tokens/s against the AVX2 set's 8.6.
+// 7B Q8_0 mmap prefill ran at 4 tokens/s against the AVX2 set's 8.6 (one
+// thread, both sets capped on the same Sapphire Rapids Xeon, one run).
 
 // matQ8_0VNNI computes output rows [lo,hi) of a row-major Q8_0 weight.
 func matQ8_0VNNI(dst []float32, w []byte, xq *actQ8, n, rows, cols, lo, hi int) {

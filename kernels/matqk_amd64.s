@@ -2611,25 +2611,19 @@ GLOBL kqNaN8<>(SB), RODATA|NOPTR, $32
 	VXORPS Y0, Y0, Y0; \
 	BYTES($0x0f0f0f0f, X15, Y15)
 
-// R4PF hints each row's bytes R4D ahead (rowpf_amd64.h) into L1, three
-// lines a row, a block being 144 bytes. Past a row's end they are the
-// start of the next call's rows.
-#define R4PF \
-	PREFETCHT0 R4D(SI); \
-	PREFETCHT0 R4D+64(SI); \
-	PREFETCHT0 R4D+128(SI); \
-	PREFETCHT0 R4D(R10); \
-	PREFETCHT0 R4D+64(R10); \
-	PREFETCHT0 R4D+128(R10); \
-	PREFETCHT0 R4D(R11); \
-	PREFETCHT0 R4D+64(R11); \
-	PREFETCHT0 R4D+128(R11); \
-	PREFETCHT0 R4D(R12); \
-	PREFETCHT0 R4D+64(R12); \
-	PREFETCHT0 R4D+128(R12)
+// R4PF hints the row at B R4D ahead (rowpf_amd64.h) into L1, three lines,
+// a block being 144 bytes. Past a row's end they are the start of the next
+// call's rows.
+#define R4PF(B) \
+	PREFETCHT0 R4D(B); \
+	PREFETCHT0 R4D+64(B); \
+	PREFETCHT0 R4D+128(B)
 
 #define R4LOOP(PIECE) \
-	R4PF; \
+	R4PF(SI); \
+	R4PF(R10); \
+	R4PF(R11); \
+	R4PF(R12); \
 	R4BSUMS; \
 	R4SCALES2(SI, R10, 0, 16, 32, 48, Y5); \
 	R4SCALES2(R11, R12, 64, 80, 96, 112, Y7); \

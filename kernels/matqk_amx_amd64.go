@@ -220,11 +220,7 @@ func kqAMXPanels(t tensor.DType, dst []float32, w, xq []byte, n, rows, lo, hi, n
 		np := (r1 - r0) / PanelRows
 		for p := range np {
 			r := r0 + p*PanelRows
-			if t != tensor.Q6_K && kqScalesFast {
-				kqPanelizeSM16(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb)
-			} else {
-				kqPanelize(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
-			}
+			kqPanelizeFast(t, vp, w[r*rb:(r+PanelRows)*rb], nb, rb, false)
 			from(&buf[p*pb], &vp[0], nb)
 		}
 		for g := range groups {
@@ -276,6 +272,17 @@ func kqPanelizeSM16(t tensor.DType, dst, src []byte, nb, rb int) {
 			kqLevelsQ5AVX2(&d[kqpLevelsSM], &src[b*bb+48], rb, -32)
 		}
 	}
+}
+
+// kqPanelizeFast is kqPanelize (the tests' model) with the scales
+// unpacked by kqScalesSM16 where that may run and the layout has them as
+// int32 (words false, Q4_K and Q5_K): the same bytes either way.
+func kqPanelizeFast(t tensor.DType, dst, src []byte, nb, rb int, words bool) {
+	if t != tensor.Q6_K && !words && kqScalesFast {
+		kqPanelizeSM16(t, dst, src, nb, rb)
+		return
+	}
+	kqPanelize(t, dst, src, nb, rb, words)
 }
 
 // cpuHasVBMI reports AVX-512 VBMI (kqScalesSM16's VPERMI2B).

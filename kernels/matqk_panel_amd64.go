@@ -132,11 +132,7 @@ func kqScratchPanels(t tensor.DType, pk *kqPanels, dst []float32, w, xq []byte, 
 		np := (r1 - r0) / PanelRows
 		for p := range np {
 			r := r0 + p*PanelRows
-			if t != tensor.Q6_K && !pk.words && kqScalesFast {
-				kqPanelizeSM16(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb)
-			} else {
-				kqPanelize(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb, pk.words)
-			}
+			kqPanelizeFast(t, tmp[p*pb:(p+1)*pb], w[r*rb:(r+PanelRows)*rb], nb, rb, pk.words)
 		}
 		for i := 0; i < n; i += kqpTile {
 			tile(&dst[i*rows+r0], rows, &tmp[0], np, nb, &xq[i*xb], xb)
